@@ -1,0 +1,31 @@
+# tf-cluster — the verbs. Every target installs what it needs (make setup).
+SHELL := /bin/bash
+VENV  := .venv
+TOOLS := $(CURDIR)/.tools/bin
+export PATH := $(TOOLS):$(CURDIR)/$(VENV)/bin:$(PATH)
+PY    := $(VENV)/bin/python
+EXAMPLE ?= values-examples/mwms-cpu.yaml
+PYTEST_ARGS ?=
+
+.PHONY: setup test demo render docs docs-check lint bench clean
+
+setup:  ## venv with pinned deps + pinned helm 4, helm 3, kubectl, helm-docs in .tools/bin
+	@python3 tooling/bootstrap.py
+
+test: setup  ## the whole fast suite: chart (Helm 4 and Helm 3), launcher, local TensorFlow runs
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+demo: setup  ## run the default example on this machine with real TensorFlow (no Kubernetes)
+	$(VENV)/bin/tf-cluster run-local -f $(EXAMPLE)
+
+render: setup  ## print every pod's TF_CONFIG for EXAMPLE
+	$(VENV)/bin/tf-cluster render -f $(EXAMPLE) --tf-config
+
+docs: setup  ## regenerate charts/tf-cluster/README.md from the values' `# --` comments
+	$(TOOLS)/helm-docs --chart-search-root charts --template-files README.md.gotmpl
+
+bench: setup  ## print render time and TF_CONFIG size at scale
+	$(PY) tests/bench/bench_render.py
+
+clean:
+	rm -rf $(VENV) .tools build runs

@@ -1,0 +1,286 @@
+"""tf-cluster launcher: wraps a TensorFlow task's command.
+
+Standard library only, so it runs in any image with Python 3.8+.
+
+    python3 launcher.py -- <command> [args...]    run a task
+    python3 launcher.py --check                    `helm test`: check the run
+
+1. Waits until every peer address in TF_CONFIG resolves (headless Service DNS),
+   logging the missing ones every few seconds; gives up after
+   TF_CLUSTER_PEER_TIMEOUT seconds (exit 4).
+2. Runs the command, forwarding SIGTERM/SIGINT to it (TF can checkpoint in the
+   pod's grace period).
+3. When TF_CLUSTER_STOP_WITH_LEADER=true (ps, ParameterServer workers, the
+   evaluator) it polls the leading Job (chief, else worker) through the
+   Kubernetes API with the pod's token; when that Job is Complete it stops the
+   child and exits 0, when it Failed it stops the child and exits 3.
+
+Exit codes:
+    0     the command succeeded, or the leading Job completed and the child was stopped
+    3     the leading Job failed; this task was stopped (fails this Job at once)
+    4     peers did not resolve within TF_CLUSTER_PEER_TIMEOUT (fails this Job at once)
+    5     the launcher was misconfigured (no command, unreadable TF_CONFIG)
+    N     otherwise the command's own exit code (128+signal if it was killed)
+
+Environment (set by the chart): TF_CONFIG, TF_CLUSTER_ROLE, TF_TASK_INDEX,
+TF_CLUSTER_NAMESPACE, TF_CLUSTER_LEADER_JOB, TF_CLUSTER_STOP_WITH_LEADER,
+TF_CLUSTER_WAIT_FOR_PEERS, TF_CLUSTER_PEER_TIMEOUT, TF_CLUSTER_POLL_SECONDS,
+TF_CLUSTER_STOP_GRACE. For runs outside Kubernetes (tf-cluster run-local),
+TF_CLUSTER_LEADER_STATUS_FILE replaces the API: a file holding the leading
+Job's condition (Complete / Failed), empty while it runs.
+"""
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+EXIT_LEADER_FAILED = 3
+EXIT_PEERS_TIMEOUT = 4
+EXIT_CONFIG = 5
+
+SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+SUCCESS = ("Complete", "SuccessCriteriaMet")
+FAILURE = ("Failed", "FailureTarget")
+
+
+def env(name, default=""):
+    return os.environ.get(name, default)
+
+
+def task_name():
+    return "%s-%s" % (env("TF_CLUSTER_ROLE", "task"), env("TF_TASK_INDEX", "0"))
+
+
+def log(msg):
+    sys.stderr.write("[launcher %s] %s\n" % (task_name(), msg))
+    sys.stderr.flush()
+
+
+class ConfigError(Exception):
+    pass
+
+
+def peer_hosts(tf_config):
+    """Every host named in TF_CONFIG's cluster, in order, without duplicates."""
+    if not tf_config:
+        return []
+    try:
+        cluster = json.loads(tf_config).get("cluster", {})
+    except ValueError as e:
+        raise ConfigError("TF_CONFIG is not valid JSON: %s" % e)
+    hosts = []
+    for role in sorted(cluster):
+        tasks = cluster[role]
+        addresses = tasks.values() if isinstance(tasks, dict) else tasks
+        for address in addresses:
+            host = address.rsplit(":", 1)[0]
+            if host not in hosts:
+                hosts.append(host)
+    return hosts
+
+
+def resolves(host):
+    try:
+        socket.getaddrinfo(host, None)
+        return True
+    except (socket.gaierror, UnicodeError):
+        return False
+
+
+def wait_for_peers(hosts, timeout, interval=5.0):
+    """Return [] when all resolve, else the hosts still missing at the timeout."""
+    start = time.monotonic()
+    last_log = start
+    missing = list(hosts)
+    while True:
+        missing = [h for h in missing if not resolves(h)]
+        if not missing:
+            log("all %d peer(s) resolve after %.1fs" % (len(hosts), time.monotonic() - start))
+            return []
+        now = time.monotonic()
+        if now - start >= timeout:
+            return missing
+        if now - last_log >= interval:
+            log("waiting for %d/%d peer(s) to resolve (%ds/%ds): %s" % (
+                len(missing), len(hosts), now - start, timeout, ", ".join(missing[:10])
+                + (" ..." if len(missing) > 10 else "")))
+            last_log = now
+        time.sleep(min(1.0, max(0.05, timeout / 50.0)))
+
+
+# ------------------------------------------------------------ leader status
+
+def leader_condition_from_api(namespace, job):
+    """The leading Job's finished condition type ("Complete", "Failed", ...) or ""."""
+    host, port = env("KUBERNETES_SERVICE_HOST"), env("KUBERNETES_SERVICE_PORT", "443")
+    if not host:
+        raise ConfigError("not in a Kubernetes pod (KUBERNETES_SERVICE_HOST unset) and "
+                          "TF_CLUSTER_LEADER_STATUS_FILE not given")
+    if ":" in host:
+        host = "[%s]" % host
+    with open(os.path.join(SA_DIR, "token")) as f:
+        token = f.read().strip()
+    ctx = ssl.create_default_context(cafile=os.path.join(SA_DIR, "ca.crt"))
+    url = "https://%s:%s/apis/batch/v1/namespaces/%s/jobs/%s" % (host, port, namespace, job)
+    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token,
+                                               "Accept": "application/json"})
+    with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+        status = json.load(resp).get("status", {})
+    return condition_of(status)
+
+
+def condition_of(status):
+    """Pick the decisive condition by type (never by position: 1.31+ adds SuccessCriteriaMet)."""
+    true_types = [c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"]
+    for t in FAILURE:
+        if t in true_types:
+            return "Failed"
+    for t in SUCCESS:
+        if t in true_types:
+            return "Complete"
+    return ""
+
+
+def leader_condition():
+    path = env("TF_CLUSTER_LEADER_STATUS_FILE")
+    if path:
+        try:
+            with open(path) as f:
+                return f.read().strip()
+        except OSError:
+            return ""
+    return leader_condition_from_api(env("TF_CLUSTER_NAMESPACE", "default"),
+                                     env("TF_CLUSTER_LEADER_JOB"))
+
+
+def watch_leader(poll, on_finished, stop_event):
+    job = env("TF_CLUSTER_LEADER_JOB") or "leader"
+    log("will stop when Job %s finishes (checked every %ss)" % (job, poll))
+    errors = 0
+    while not stop_event.wait(poll):
+        try:
+            cond = leader_condition()
+            errors = 0
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            errors += 1
+            if errors == 1 or errors % 12 == 0:
+                log("cannot read Job %s yet (%s); retrying" % (job, e))
+            continue
+        if cond:
+            log("Job %s is %s" % (job, cond))
+            on_finished(cond)
+            return
+
+
+# ------------------------------------------------------------ running
+
+def stop_child(proc, grace):
+    if proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        log("child still running %ss after SIGTERM; killing it" % grace)
+        proc.kill()
+        proc.wait()
+
+
+def run(argv):
+    if not argv:
+        log("no command given: usage: launcher.py -- <command> [args...]")
+        return EXIT_CONFIG
+    try:
+        hosts = peer_hosts(env("TF_CONFIG"))
+    except ConfigError as e:
+        log(str(e))
+        return EXIT_CONFIG
+    if hosts and env("TF_CLUSTER_WAIT_FOR_PEERS", "true") == "true":
+        timeout = float(env("TF_CLUSTER_PEER_TIMEOUT", "600"))
+        missing = wait_for_peers(hosts, timeout)
+        if missing:
+            log("gave up after %ds: %d peer(s) never resolved: %s. Check that their pods "
+                "exist (kubectl get pods) and that the headless Service publishes not-ready "
+                "addresses." % (timeout, len(missing), ", ".join(missing)))
+            return EXIT_PEERS_TIMEOUT
+
+    log("starting: %s" % " ".join(argv))
+    try:
+        proc = subprocess.Popen(argv)
+    except OSError as e:
+        log("cannot start %s: %s" % (argv[0], e))
+        return 127
+    outcome = {}
+    grace = float(env("TF_CLUSTER_STOP_GRACE", "20"))
+
+    def forward(signum, _frame):
+        log("got signal %d; forwarding to the child" % signum)
+        outcome.setdefault("signal", signum)
+        if proc.poll() is None:
+            proc.send_signal(signum)
+
+    signal.signal(signal.SIGTERM, forward)
+    signal.signal(signal.SIGINT, forward)
+
+    stop_event = threading.Event()
+    if env("TF_CLUSTER_STOP_WITH_LEADER") == "true":
+        def on_finished(cond):
+            outcome["leader"] = cond
+            stop_child(proc, grace)
+        threading.Thread(target=watch_leader, daemon=True,
+                         args=(float(env("TF_CLUSTER_POLL_SECONDS", "5")), on_finished,
+                               stop_event)).start()
+
+    rc = proc.wait()
+    stop_event.set()
+    if outcome.get("leader") == "Complete":
+        log("leading Job completed; task stopped (exit 0)")
+        return 0
+    if outcome.get("leader") == "Failed":
+        log("leading Job failed; task stopped (exit %d)" % EXIT_LEADER_FAILED)
+        return EXIT_LEADER_FAILED
+    if rc < 0:
+        rc = 128 - rc
+    log("command exited with %d" % rc)
+    return rc
+
+
+def check():
+    """`helm test`: the leading Job must not have failed; while it runs, peers must resolve."""
+    job = env("TF_CLUSTER_LEADER_JOB")
+    try:
+        cond = leader_condition()
+    except (ConfigError, urllib.error.URLError, OSError, ValueError) as e:
+        print("FAIL: cannot read Job %s: %s" % (job, e))
+        return 1
+    if cond == "Failed":
+        print("FAIL: Job %s failed; see kubectl describe job %s" % (job, job))
+        return 1
+    if cond == "Complete":
+        print("OK: Job %s completed" % job)
+        return 0
+    missing = wait_for_peers(peer_hosts(env("TF_CONFIG")), float(env("TF_CLUSTER_PEER_TIMEOUT", "60")))
+    if missing:
+        print("FAIL: Job %s is running but these tasks do not resolve: %s" % (job, ", ".join(missing)))
+        return 1
+    print("OK: Job %s is running and every task resolves" % job)
+    return 0
+
+
+def main(args):
+    if args[:1] == ["--check"]:
+        return check()
+    if args[:1] == ["--"]:
+        args = args[1:]
+    return run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

