@@ -1,0 +1,123 @@
+"""Shared pieces of the example trainers: the chart's env, data, model, progress.
+
+Every trainer honours the directories the chart exports (DATA_DIR, MODEL_DIR,
+CHECKPOINT_DIR, LOG_DIR) and prints machine-readable lines that
+`tf-cluster run-local` turns into its status table:
+
+    TF_CLUSTER_PROGRESS {"epoch": 2, "epochs": 5, "loss": 0.31, "accuracy": 0.9}
+    TF_CLUSTER_EVENT {"event": "resumed", "epoch": 2}
+    TF_CLUSTER_RESULT {"loss": ..., "accuracy": ..., "model_dir": ...}
+"""
+import json
+import os
+import sys
+import tempfile
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+FEATURES = 16
+CLASSES = 4
+
+
+def setting(name, default):
+    return type(default)(os.environ.get(name, default))
+
+
+EPOCHS = setting("EPOCHS", 4)
+STEPS_PER_EPOCH = setting("STEPS_PER_EPOCH", 30)
+BATCH_SIZE = setting("BATCH_SIZE", 64)
+
+
+def dirs():
+    base = tempfile.gettempdir()
+    return {
+        "data": os.environ.get("DATA_DIR", os.path.join(base, "data")),
+        "model": os.environ.get("MODEL_DIR", os.path.join(base, "model")),
+        "checkpoints": os.environ.get("CHECKPOINT_DIR", os.path.join(base, "checkpoints")),
+        "logs": os.environ.get("LOG_DIR", os.path.join(base, "logs")),
+    }
+
+
+def task():
+    """(type, index, is_chief) from TF_CONFIG; no TF_CONFIG = a single local task."""
+    cfg = json.loads(os.environ.get("TF_CONFIG") or "{}")
+    t = cfg.get("task") or {}
+    task_type, index = t.get("type", "chief"), int(t.get("index", 0))
+    has_chief = "chief" in (cfg.get("cluster") or {})
+    is_chief = task_type == "chief" or (task_type == "worker" and index == 0 and not has_chief) or not cfg
+    return task_type, index, is_chief
+
+
+def emit(kind, **payload):
+    print("TF_CLUSTER_%s %s" % (kind, json.dumps(payload, sort_keys=True)), flush=True)
+
+
+def make_data(n=4096, seed=7):
+    """A generated classification problem (no download): CLASSES Gaussian blobs.
+
+    Written once to DATA_DIR/blobs.npz so every task (and a resumed run) reads the
+    same examples, as a real job would read its shared data volume.
+    """
+    import numpy as np
+    path = os.path.join(dirs()["data"], "blobs-%d-%d.npz" % (n, seed))
+    if os.path.exists(path):
+        with np.load(path) as z:
+            return z["x"], z["y"]
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(0, 0.6, size=(CLASSES, FEATURES))
+    y = rng.integers(0, CLASSES, size=n)
+    x = (centers[y] + rng.normal(0, 1.0, size=(n, FEATURES))).astype("float32")
+    y = y.astype("int64")
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = "%s.%d.tmp.npz" % (path[:-4], os.getpid())
+        np.savez(tmp, x=x, y=y)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only data volume: use the in-memory copy
+    return x, y
+
+
+def dataset(tf, batch_size=BATCH_SIZE, repeat=True):
+    x, y = make_data()
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=1)
+    if repeat:
+        ds = ds.repeat()
+    return ds.batch(batch_size).prefetch(2)
+
+
+def build_model(keras):
+    model = keras.Sequential([
+        keras.layers.Input(shape=(FEATURES,)),
+        keras.layers.Dense(32, activation="relu"),
+        keras.layers.Dense(CLASSES),
+    ])
+    return model
+
+
+def compile_model(keras, model, **kw):
+    model.compile(optimizer=keras.optimizers.Adam(0.01),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+                  metrics=["accuracy"], **kw)
+
+
+def progress_callback(keras, epochs):
+    class Progress(keras.callbacks.Callback):
+        first = True
+
+        def on_epoch_begin(self, epoch, logs=None):
+            if self.first and epoch > 0:
+                emit("EVENT", event="resumed", epoch=epoch)
+            self.first = False
+
+        def on_epoch_end(self, epoch, logs=None):
+            logs = {k: round(float(v), 4) for k, v in (logs or {}).items()}
+            emit("PROGRESS", epoch=epoch + 1, epochs=epochs, **logs)
+
+    return Progress()
+
+
+def fail(msg):
+    sys.stderr.write("error: %s\n" % msg)
+    sys.exit(2)

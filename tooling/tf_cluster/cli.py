@@ -1,0 +1,35 @@
+"""`tf-cluster` command line. Exit codes: 0 ok, 2 usage, 3 tool missing, 4 render
+refused, 5 invalid manifests, 6 build failed, 7 run failed."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from . import __version__
+from .commands import build, render, run_local, validate
+from .errors import TfClusterError
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tf-cluster", description=__doc__)
+    p.add_argument("--version", action="version", version=f"tf-cluster {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+    for module in (render, validate, build, run_local):
+        module.add_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TfClusterError as e:
+        print(f"tf-cluster {args.command}: error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print(f"tf-cluster {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,48 @@
+"""The few error types the tool raises; each carries what a user needs to act."""
+from __future__ import annotations
+
+
+class TfClusterError(Exception):
+    """Base class. `exit_code` is what the CLI exits with."""
+
+    exit_code = 1
+
+
+class UsageError(TfClusterError):
+    """Bad arguments or values a user can fix."""
+
+    exit_code = 2
+
+
+class ToolMissing(TfClusterError):
+    """An external tool (helm, podman, ...) is not installed."""
+
+    exit_code = 3
+
+
+class RenderError(TfClusterError):
+    """`helm template` refused the values (schema or a chart `fail`)."""
+
+    exit_code = 4
+
+    def __init__(self, message: str, *, values_files: list[str] | None = None):
+        super().__init__(message)
+        self.values_files = values_files or []
+
+
+class ValidationError(TfClusterError):
+    """Rendered manifests do not match the Kubernetes schema."""
+
+    exit_code = 5
+
+
+class BuildError(TfClusterError):
+    """An image build failed."""
+
+    exit_code = 6
+
+
+class RunError(TfClusterError):
+    """A local or cluster run did not succeed."""
+
+    exit_code = 7

@@ -1,0 +1,155 @@
+"""Pure logic over rendered manifests: which pods the chart makes, with what env.
+
+No subprocess, no cluster: every function takes parsed YAML documents.
+Kubernetes semantics reproduced here (and tested): an Indexed Job's pod i gets
+the `batch.kubernetes.io/job-completion-index` annotation i and hostname
+`<job>-<i>`; env entries are resolved in order, `$(VAR)` expanding to an
+earlier variable (`$$` escapes), unknown references left as they are.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass, field
+
+INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+ROLE_ORDER = ("chief", "worker", "ps", "evaluator")
+
+
+def expand(text: str, env: dict[str, str]) -> str:
+    """Kubernetes' `$(VAR)` expansion (pkg third_party/forked/golang/expansion)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if text[i] == "$" and i + 1 < n:
+            nxt = text[i + 1]
+            if nxt == "$":
+                out.append("$")
+                i += 2
+                continue
+            if nxt == "(":
+                end = text.find(")", i + 2)
+                if end != -1:
+                    name = text[i + 2:end]
+                    out.append(env[name] if name in env else text[i:end + 1])
+                    i = end + 1
+                    continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+_QUANTITY = re.compile(r"^([0-9.]+)(m?)$")
+
+
+def cpu_quantity(value) -> float:
+    m = _QUANTITY.match(str(value))
+    if not m:
+        raise ValueError(f"unsupported CPU quantity {value!r}")
+    number = float(m.group(1))
+    return number / 1000 if m.group(2) else number
+
+
+@dataclass
+class Pod:
+    """One pod an Indexed Job of the chart would create, env resolved."""
+
+    role: str
+    index: int
+    job: str
+    hostname: str
+    subdomain: str
+    namespace: str
+    command: list[str]
+    args: list[str]
+    env: dict[str, str]
+    container: dict = field(repr=False)
+    pod_spec: dict = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"
+
+    @property
+    def tf_config(self) -> dict | None:
+        raw = self.env.get("TF_CONFIG")
+        return json.loads(raw) if raw is not None else None
+
+    @property
+    def argv(self) -> list[str]:
+        return self.command + self.args
+
+    @property
+    def ports(self) -> dict[str, int]:
+        return {p.get("name", str(p["containerPort"])): p["containerPort"]
+                for p in self.container.get("ports", [])}
+
+
+def resolve_env(container: dict, *, index: int, namespace: str, node_cpus: int) -> dict[str, str]:
+    env: dict[str, str] = {}
+    limits = (container.get("resources") or {}).get("limits") or {}
+    for entry in container.get("env", []):
+        name = entry["name"]
+        if "value" in entry:
+            env[name] = expand(str(entry["value"]), env)
+            continue
+        source = entry.get("valueFrom", {})
+        if "fieldRef" in source:
+            path = source["fieldRef"]["fieldPath"]
+            if path == f"metadata.annotations['{INDEX_ANNOTATION}']":
+                env[name] = str(index)
+            elif path == "metadata.namespace":
+                env[name] = namespace
+            else:
+                raise ValueError(f"env {name}: fieldRef {path} is not supported here")
+        elif "resourceFieldRef" in source:
+            ref = source["resourceFieldRef"]
+            resource = ref["resource"]
+            if resource != "limits.cpu":
+                raise ValueError(f"env {name}: resourceFieldRef {resource} is not supported here")
+            divisor = cpu_quantity(ref.get("divisor", "1"))
+            cpus = cpu_quantity(limits["cpu"]) if "cpu" in limits else node_cpus
+            env[name] = str(max(1, math.ceil(cpus / divisor)))
+        else:
+            env[name] = ""  # secretKeyRef/configMapKeyRef: not known offline
+    return env
+
+
+def jobs(docs: list[dict]) -> list[dict]:
+    return [d for d in docs if d.get("kind") == "Job"]
+
+
+def pods(docs: list[dict], *, namespace: str = "default", node_cpus: int = 1) -> list[Pod]:
+    """Every pod of every Indexed Job, chief first, then by role and index."""
+    out = []
+    for job in jobs(docs):
+        spec = job["spec"]
+        if spec.get("completionMode") != "Indexed":
+            continue
+        pod_spec = spec["template"]["spec"]
+        container = pod_spec["containers"][0]
+        role = spec["template"]["metadata"]["labels"].get("app.kubernetes.io/component", "task")
+        for i in range(int(spec["completions"])):
+            env = resolve_env(container, index=i, namespace=namespace, node_cpus=node_cpus)
+            out.append(Pod(
+                role=role, index=i, job=job["metadata"]["name"],
+                hostname=f"{job['metadata']['name']}-{i}",
+                subdomain=pod_spec.get("subdomain", ""), namespace=namespace,
+                command=[expand(c, env) for c in container.get("command", [])],
+                args=[expand(a, env) for a in container.get("args", [])],
+                env=env, container=container, pod_spec=pod_spec))
+    order = {r: n for n, r in enumerate(ROLE_ORDER)}
+    return sorted(out, key=lambda p: (order.get(p.role, 99), p.index))
+
+
+def tf_config_table(pod_list: list[Pod]) -> str:
+    """One row per pod: pod name, task, TF_CONFIG (index substituted)."""
+    rows = [("POD", "TASK", "TF_CONFIG")]
+    for p in pod_list:
+        cfg = p.tf_config
+        task = f"{cfg['task']['type']}:{cfg['task']['index']}" if cfg else "-"
+        rows.append((p.hostname, task, json.dumps(cfg, separators=(",", ":")) if cfg else
+                     "(unset: single-task release trains locally)"))
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in rows)
+    return "\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}" for a, b, c in rows)
