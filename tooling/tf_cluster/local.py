@@ -71,6 +71,7 @@ class Task:
     proc: subprocess.Popen | None = None
     state: str = "pending"  # pending | running | backoff | succeeded | failed
     restart_at: float = 0.0
+    empty_dirs: list[Path] = field(default_factory=list)
     failures: int = 0
     exit_codes: list[int] = field(default_factory=list)
     started: float = 0.0
@@ -108,6 +109,7 @@ class LocalCluster:
         self.lock = threading.Lock()
         self._check_runnable(pods, allow_images, ignore_gpus)
         self.address_map = self._map_addresses(pods)
+        self._empty_dirs: dict[str, list[Path]] = {}
         self.jobs: list[LocalJob] = []
         for doc in docs:
             if doc.get("kind") != "Job":
@@ -163,8 +165,9 @@ class LocalCluster:
                 local = self.workdir / "volumes" / vol["persistentVolumeClaim"]["claimName"]
             elif "configMap" in vol:
                 local = self.workdir / "configmaps" / vol["configMap"]["name"]
-            else:  # emptyDir: private to the pod
+            else:  # emptyDir: private to the pod, fresh for a replacement pod
                 local = pod_dir / m["name"]
+                self._empty_dirs.setdefault(pod.name, []).append(local)
             local.mkdir(parents=True, exist_ok=True)
             mapping.append((m["mountPath"], str(local)))
         return sorted(mapping, key=lambda kv: -len(kv[0]))
@@ -187,7 +190,8 @@ class LocalCluster:
         env["PATH"] = f"{Path(self.python).parent}{os.pathsep}{env.get('PATH', '')}"
         env["TMPDIR"] = env.get("HOME", str(self.workdir))
         log_path = self.workdir / "logs" / f"{pod.name}.log"
-        return Task(pod=pod, argv=argv, env=env, log_path=log_path)
+        return Task(pod=pod, argv=argv, env=env, log_path=log_path,
+                    empty_dirs=self._empty_dirs.get(pod.name, []))
 
     def write_configmaps(self, docs: list[dict]) -> None:
         for doc in docs:
@@ -201,6 +205,10 @@ class LocalCluster:
 
     def _start(self, task: Task) -> None:
         task.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if task.failures:  # a replacement pod starts with empty emptyDirs, as in Kubernetes
+            for d in task.empty_dirs:
+                shutil.rmtree(d, ignore_errors=True)
+                d.mkdir(parents=True)
         task.proc = subprocess.Popen(task.argv, env=task.env, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, text=True, bufsize=1,
                                      start_new_session=True)

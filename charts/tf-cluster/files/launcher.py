@@ -25,7 +25,9 @@ Exit codes:
 Environment (set by the chart): TF_CONFIG, TF_CLUSTER_ROLE, TF_TASK_INDEX,
 TF_CLUSTER_NAMESPACE, TF_CLUSTER_LEADER_JOB, TF_CLUSTER_STOP_WITH_LEADER,
 TF_CLUSTER_WAIT_FOR_PEERS, TF_CLUSTER_PEER_TIMEOUT, TF_CLUSTER_POLL_SECONDS,
-TF_CLUSTER_STOP_GRACE. For runs outside Kubernetes (tf-cluster run-local),
+TF_CLUSTER_STOP_GRACE. When TF_NUM_INTRAOP_THREADS is set (the chart derives it
+from the CPU limit) and TF_NUM_INTEROP_THREADS is not, the child gets
+TF_NUM_INTEROP_THREADS=max(2, intra-op). For runs outside Kubernetes (tf-cluster run-local),
 TF_CLUSTER_LEADER_STATUS_FILE replaces the API: a file holding the leading
 Job's condition (Complete / Failed), empty while it runs.
 """
@@ -211,6 +213,10 @@ def run(argv):
                 "addresses." % (timeout, len(missing), ", ".join(missing)))
             return EXIT_PEERS_TIMEOUT
 
+    intra = env("TF_NUM_INTRAOP_THREADS")
+    if intra.isdigit() and not env("TF_NUM_INTEROP_THREADS"):
+        # One inter-op thread deadlocks ParameterServerStrategy's fit (measured, TF 2.21).
+        os.environ["TF_NUM_INTEROP_THREADS"] = str(max(2, int(intra)))
     log("starting: %s" % " ".join(argv))
     try:
         proc = subprocess.Popen(argv)

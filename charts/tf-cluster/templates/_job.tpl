@@ -201,7 +201,8 @@ spec:
 {{- $env = append $env (dict "name" "CODE_DIR" "value" $v.code.mountPath) -}}
 {{- end -}}
 {{- if $v.threads.fromCpuLimit -}}
-{{- range $name := list "TF_NUM_INTRAOP_THREADS" "TF_NUM_INTEROP_THREADS" "OMP_NUM_THREADS" -}}
+{{- /* TF_NUM_INTEROP_THREADS is set by the launcher to max(2, intra-op): 1 deadlocks ParameterServer fit (measured, TF 2.21). */ -}}
+{{- range $name := list "TF_NUM_INTRAOP_THREADS" "OMP_NUM_THREADS" -}}
 {{- $env = append $env (dict "name" $name "valueFrom" (dict "resourceFieldRef" (dict "containerName" "tensorflow" "resource" "limits.cpu" "divisor" "1"))) -}}
 {{- end -}}
 {{- end -}}

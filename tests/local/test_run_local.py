@@ -1,0 +1,93 @@
+"""Real TensorFlow: the chart's rendered cluster run as local processes (no Kubernetes)."""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+
+import pytest
+
+from conftest import render
+from tf_cluster import ROOT, manifests
+from tf_cluster.local import LocalCluster
+
+EX = ROOT / "values-examples"
+FAST = {"env": [{"name": "EPOCHS", "value": "3"}, {"name": "STEPS_PER_EPOCH", "value": "15"}]}
+
+
+def cluster(tmp_path: Path, values_file: Path, extra: dict | None = None, on_line=None) -> LocalCluster:
+    from conftest import deep_merge
+    import yaml
+    values = deep_merge(yaml.safe_load(values_file.read_text()), extra or FAST)
+    docs = render(values)
+    c = LocalCluster(docs, manifests.pods(docs, node_cpus=os.cpu_count()), tmp_path / "run",
+                     poll_seconds=0.5, restart_delay=3, on_line=on_line)
+    c.write_configmaps(docs)
+    return c
+
+
+def task(c, name):
+    return next(t for t in c.tasks() if t.name == name)
+
+
+def test_mwms_chief_and_worker_train_and_the_chief_model_loads(tmp_path):
+    values = {**FAST, "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}}}
+    c = cluster(tmp_path, EX / "mwms-cpu.yaml", values)
+    assert c.run(timeout=300), [(j.name, j.reason) for j in c.jobs]
+    chief = task(c, "chief-0")
+    assert chief.result["chief"] is True and chief.progress["epoch"] == 3
+    model_dir = chief.result["model_dir"]
+    import tf_keras
+    import numpy as np
+    model = tf_keras.models.load_model(model_dir)
+    assert model.predict(np.zeros((2, 16), "float32"), verbose=0).shape == (2, 4)
+    assert task(c, "worker-0").result["chief"] is False
+
+
+def test_parameter_server_with_evaluator_completes_and_servers_are_stopped(tmp_path):
+    c = cluster(tmp_path, EX / "parameter-server-evaluator.yaml")
+    assert c.run(timeout=400), [(j.name, j.reason) for j in c.jobs]
+    assert {j.role: j.condition for j in c.jobs} == {
+        "chief": "Complete", "worker": "Complete", "ps": "Complete", "evaluator": "Complete"}
+    for t in c.tasks():
+        assert t.proc.poll() is not None, f"{t.name} still running"
+        assert t.exit_codes[-1] == 0
+    for name in ("worker-0", "worker-1", "ps-0"):  # join() never returns: the lifecycle stopped them
+        assert "leading Job completed; task stopped" in task(c, name).log_path.read_text()
+    assert task(c, "chief-0").result["model_dir"]
+    assert "evaluator" not in str(task(c, "chief-0").env["TF_CONFIG"])
+
+
+def test_killing_a_parameter_server_worker_mid_run_still_completes(tmp_path):
+    killed = threading.Event()
+
+    def on_line(t, line):
+        if t.name == "chief-0" and line.startswith("TF_CLUSTER_PROGRESS") and not killed.is_set():
+            killed.set()
+            c.kill("worker", 1, signal.SIGKILL)
+
+    c = cluster(tmp_path, EX / "parameter-server.yaml", on_line=on_line)
+    assert c.run(timeout=400), [(j.name, j.reason) for j in c.jobs]
+    assert killed.is_set()
+    assert task(c, "worker-1").exit_codes[0] == 137
+    assert task(c, "chief-0").exit_codes == [0]
+
+
+def test_killing_a_mwms_worker_restarts_it_and_training_resumes_from_backup(tmp_path):
+    killed = threading.Event()
+    values = {"env": [{"name": "EPOCHS", "value": "4"}, {"name": "STEPS_PER_EPOCH", "value": "40"}]}
+
+    def on_line(t, line):
+        if t.name == "worker-1" and '"epoch": 2,' in line and not killed.is_set():
+            killed.set()
+            c.kill("worker", 1, signal.SIGKILL)
+
+    c = cluster(tmp_path, EX / "mwms-cpu.yaml", values, on_line=on_line)
+    # Both workers share the backup volume, as a pvc would in a cluster.
+    assert c.run(timeout=400), [(j.name, j.reason) for j in c.jobs]
+    w1 = task(c, "worker-1")
+    assert w1.exit_codes[0] == 137 and w1.failures >= 1
+    resumed = [e["epoch"] for e in w1.events if e["event"] == "resumed"]
+    assert resumed and resumed[-1] >= 2, w1.events
+    assert task(c, "worker-0").result["chief"] is True

@@ -1,0 +1,57 @@
+"""Every values example renders under Helm 4 and Helm 3, validates against the
+Kubernetes 1.29 and 1.35 schemas, and renders to identical bytes twice."""
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from conftest import EXAMPLES
+from tf_cluster import CHART, helm, validate
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_example_renders_and_validates(example, helm_major):
+    docs = helm.parse(helm.template([example], helm=helm_major))
+    kinds = {d["kind"] for d in docs}
+    assert {"Job", "Service", "ConfigMap"} <= kinds
+    problems = validate.validate_docs(docs, ("1.29", "1.35"))
+    assert problems == [], "\n".join(map(str, problems))
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_rendering_is_deterministic(example, helm_major):
+    first = helm.template([example], helm=helm_major)
+    second = helm.template([example], helm=helm_major)
+    assert first == second
+
+
+def test_helm3_and_helm4_render_the_same_objects():
+    for example in EXAMPLES:
+        assert helm.parse(helm.template([example], helm="4")) == helm.parse(helm.template([example], helm="3"))
+
+
+def test_schema_validation_catches_a_broken_manifest():
+    """The validator is not a rubber stamp: a Job with a wrong field type fails."""
+    docs = helm.parse(helm.template([EXAMPLES[0]]))
+    job = next(d for d in docs if d["kind"] == "Job")
+    job["spec"]["completions"] = "two"
+    job["spec"]["template"]["spec"]["restartPolicyX"] = "Never"
+    problems = validate.validate_docs([job], ("1.35",))
+    assert any("completions" in p.path for p in problems)
+    assert any("restartPolicyX" in p.message for p in problems)
+
+
+def test_kube_version_below_1_29_is_refused(helm_major):
+    proc = subprocess.run([helm.helm_binary(helm_major), "template", "tf", str(CHART), "--kube-version", "1.28.0"],
+                          capture_output=True, text=True)
+    assert proc.returncode != 0 and "1.29.0-0" in proc.stderr
+
+
+def test_cli_render_tf_config_table_has_one_row_per_pod(capsys):
+    from tf_cluster.cli import main
+    assert main(["render", "-f", str(CHART.parent.parent / "values-examples" / "parameter-server-evaluator.yaml"),
+                 "--tf-config"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out[0].split() == ["POD", "TASK", "TF_CONFIG"]
+    assert [ln.split()[1] for ln in out[1:]] == ["chief:0", "worker:0", "worker:1", "ps:0", "evaluator:0"]

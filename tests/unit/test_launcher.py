@@ -1,0 +1,127 @@
+"""The chart's launcher, run for real around real child processes."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tf_cluster import CHART
+
+LAUNCHER = CHART / "files" / "launcher.py"
+sys.path.insert(0, str(LAUNCHER.parent))
+import launcher  # noqa: E402
+
+
+def start(argv, tmp_path, **env):
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("TF_CONFIG", "KUBERNETES_"))}
+    full.update({"TF_CLUSTER_ROLE": "worker", "TF_TASK_INDEX": "1", **env})
+    return subprocess.Popen([sys.executable, str(LAUNCHER), "--", *argv], env=full, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+
+
+def cluster(*hosts):
+    return json.dumps({"cluster": {"worker": [f"{h}:2222" for h in hosts]}, "task": {"type": "worker", "index": 1}})
+
+
+def test_waits_for_peers_that_resolve_then_runs_the_command(tmp_path):
+    p = start([sys.executable, "-c", "import sys; sys.exit(17)"], tmp_path, TF_CONFIG=cluster("localhost", "127.0.0.1"))
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 17  # the command's own exit code
+    assert "all 2 peer(s) resolve" in err and "command exited with 17" in err
+
+
+def test_times_out_naming_the_missing_peers(tmp_path):
+    t0 = time.monotonic()
+    p = start([sys.executable, "-c", "print('never')"], tmp_path, TF_PEER="x",
+              TF_CONFIG=cluster("localhost", "tf-worker-7.nowhere.invalid"), TF_CLUSTER_PEER_TIMEOUT="2")
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == launcher.EXIT_PEERS_TIMEOUT == 4
+    assert "never" not in out
+    assert "1 peer(s) never resolved: tf-worker-7.nowhere.invalid" in err
+    assert 2 <= time.monotonic() - t0 < 20
+
+
+def test_sigterm_is_forwarded_and_the_child_may_finish(tmp_path):
+    marker = tmp_path / "checkpointed"
+    child = ("import signal, sys, time, pathlib\n"
+             "def stop(*a):\n"
+             f"    time.sleep(0.5); pathlib.Path({str(marker)!r}).write_text('saved'); sys.exit(0)\n"
+             "signal.signal(signal.SIGTERM, stop)\n"
+             "print('ready', flush=True)\n"
+             "time.sleep(60)\n")
+    p = start([sys.executable, "-c", child], tmp_path)
+    assert p.stdout.readline().strip() == "ready"
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert marker.read_text() == "saved"
+    assert p.returncode == 0
+    assert "forwarding to the child" in err
+
+
+def test_a_killed_child_reports_128_plus_signal(tmp_path):
+    p = start([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], tmp_path)
+    p.communicate(timeout=30)
+    assert p.returncode == 137
+
+
+@pytest.mark.parametrize("condition,rc", [("Complete", 0), ("Failed", 3)])
+def test_stops_the_child_when_the_leading_job_finishes(condition, rc, tmp_path):
+    status = tmp_path / "leader"
+    status.write_text("")
+    p = start([sys.executable, "-c", "import time; print('serving', flush=True); time.sleep(600)"], tmp_path,
+              TF_CLUSTER_STOP_WITH_LEADER="true", TF_CLUSTER_LEADER_STATUS_FILE=str(status),
+              TF_CLUSTER_POLL_SECONDS="0.2", TF_CLUSTER_LEADER_JOB="tf-chief")
+    assert p.stdout.readline().strip() == "serving"
+    time.sleep(1)
+    assert p.poll() is None  # still serving while the chief runs
+    t0 = time.monotonic()
+    status.write_text(condition)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == rc
+    assert time.monotonic() - t0 < 5
+    assert f"Job tf-chief is {condition}" in err
+
+
+def test_no_command_is_a_configuration_error(tmp_path):
+    p = start([], tmp_path)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == launcher.EXIT_CONFIG and "no command given" in err
+
+
+@pytest.mark.parametrize("condition,rc,text", [("Failed", 1, "FAIL"), ("Complete", 0, "OK")])
+def test_check_mode_for_helm_test(condition, rc, text, tmp_path):
+    status = tmp_path / "leader"
+    status.write_text(condition)
+    env = dict(os.environ, TF_CLUSTER_LEADER_STATUS_FILE=str(status), TF_CLUSTER_LEADER_JOB="tf-chief")
+    proc = subprocess.run([sys.executable, str(LAUNCHER), "--check"], env=env, capture_output=True, text=True)
+    assert proc.returncode == rc and proc.stdout.startswith(text)
+
+
+CONDITIONS = {
+    "running": ([], ""),
+    "complete-1.30": ([{"type": "Complete", "status": "True"}], "Complete"),
+    "complete-1.31-success-criteria-first": (
+        [{"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}], "Complete"),
+    "failure-target-first": ([{"type": "FailureTarget", "status": "True"}, {"type": "Failed", "status": "True"}], "Failed"),
+    "suspended-false-complete": ([{"type": "Suspended", "status": "False"}, {"type": "Complete", "status": "True"}], "Complete"),
+    "false-condition-ignored": ([{"type": "Failed", "status": "False"}], ""),
+}
+
+
+@pytest.mark.parametrize("conditions,want", CONDITIONS.values(), ids=CONDITIONS.keys())
+def test_job_conditions_are_read_by_type_not_position(conditions, want):
+    assert launcher.condition_of({"conditions": conditions}) == want
+
+
+@pytest.mark.parametrize("intra,want", [("1", "2"), ("4", "4")])
+def test_inter_op_threads_are_at_least_two(intra, want, tmp_path):
+    p = start([sys.executable, "-c", "import os; print(os.environ['TF_NUM_INTEROP_THREADS'])"], tmp_path,
+              TF_NUM_INTRAOP_THREADS=intra)
+    out, _ = p.communicate(timeout=30)
+    assert out.strip() == want
