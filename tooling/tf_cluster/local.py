@@ -173,11 +173,15 @@ class LocalCluster:
         return sorted(mapping, key=lambda kv: -len(kv[0]))
 
     def _localize(self, text: str, paths: list[tuple[str, str]]) -> str:
-        for addr, local in self.address_map.items():
-            text = text.replace(addr, local)
-        for container_path, local in paths:
-            text = re.sub(rf"(?<![\w/]){re.escape(container_path)}(?=/|$|[\s,:\"'])", local, text)
-        return text
+        """Map cluster addresses and container paths to local ones in ONE pass (a mapped
+        path must never be mapped again, e.g. by a /tmp mount when the run dir is in /tmp)."""
+        table = dict(self.address_map)
+        table.update(paths)
+        keys = sorted(table, key=len, reverse=True)
+        pattern = re.compile("|".join(
+            re.escape(k) if k in self.address_map else rf"(?<![\w/]){re.escape(k)}(?=/|$|[\s,:\"'])"
+            for k in keys))
+        return pattern.sub(lambda m: table[m.group(0)], text)
 
     def _task(self, pod: Pod, poll_seconds: float) -> Task:
         paths = self._path_map(pod)

@@ -44,6 +44,7 @@ spec:
       - action: Ignore
         onPodConditions:
           - type: DisruptionTarget
+            status: "True"
       {{- with $policy.nonRetryableExitCodes }}
       # Exit codes that mean "retrying will not help" fail the whole Job at once.
       - action: FailJob
