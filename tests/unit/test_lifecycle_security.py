@@ -1,0 +1,80 @@
+"""Restart policy, RBAC, NetworkPolicy, security context and run naming on every example."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from conftest import EXAMPLES, render
+
+PS_EVAL = next(p for p in EXAMPLES if p.stem == "parameter-server-evaluator")
+
+
+def example(path):
+    return yaml.safe_load(path.read_text())
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_restart_fields_on_every_job(path):
+    for job in (d for d in render(example(path)) if d["kind"] == "Job"):
+        spec = job["spec"]
+        assert spec["completionMode"] == "Indexed"
+        assert spec["template"]["spec"]["restartPolicy"] == "Never"
+        assert spec["backoffLimitPerIndex"] == 3 and spec["podReplacementPolicy"] == "Failed"
+        rules = spec["podFailurePolicy"]["rules"]
+        assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+        assert rules[1]["action"] == "FailJob" and rules[1]["onExitCodes"]["values"] == [2, 3, 4]
+        assert "ttlSecondsAfterFinished" not in spec  # unset by default: Argo CD self-heal would re-create
+        assert "helm.sh/chart" not in spec["template"]["metadata"]["labels"]
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_pods_are_locked_down(path):
+    for job in (d for d in render(example(path)) if d["kind"] == "Job"):
+        pod = job["spec"]["template"]["spec"]
+        c = pod["containers"][0]
+        assert pod["securityContext"]["runAsNonRoot"] is True
+        assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+        assert c["securityContext"]["allowPrivilegeEscalation"] is False
+        assert c["securityContext"]["capabilities"]["drop"] == ["ALL"]
+        assert c["securityContext"]["readOnlyRootFilesystem"] is True
+        assert not any(pod.get(k) for k in ("hostNetwork", "hostPID", "hostIPC"))
+        assert job["spec"]["template"]["metadata"]["annotations"]["sidecar.istio.io/inject"] == "false"
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_network_policy_selects_every_training_pod_and_admits_only_the_release(path):
+    docs = render(example(path))
+    (policy,) = [d for d in docs if d["kind"] == "NetworkPolicy" and d["metadata"]["name"].endswith("-training")]
+    exprs = {e["key"]: set(e["values"]) for e in policy["spec"]["podSelector"]["matchExpressions"]}
+    for job in (d for d in docs if d["kind"] == "Job"):
+        labels = job["spec"]["template"]["metadata"]["labels"]
+        assert all(labels[k] in v for k, v in exprs.items()), job["metadata"]["name"]
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"port": 2222, "protocol": "TCP"}]
+    assert rule["from"] == [{"podSelector": {"matchLabels": {
+        "app.kubernetes.io/name": "tf-cluster", "app.kubernetes.io/instance": "tf"}}}]
+
+
+def test_role_is_read_only_and_limited_to_the_leading_job():
+    docs = render(example(PS_EVAL))
+    (role,) = [d for d in docs if d["kind"] == "Role"]
+    chief = next(d["metadata"]["name"] for d in docs if d["kind"] == "Job" and d["metadata"]["name"].startswith("tf-tf-cluster-chief"))
+    for rule in role["rules"]:
+        assert set(rule["verbs"]) <= {"get", "list", "watch"}
+        assert rule["resourceNames"] == [chief]
+    tokens = {d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]:
+              d["spec"]["template"]["spec"]["automountServiceAccountToken"] for d in docs if d["kind"] == "Job"}
+    assert tokens == {"chief": False, "worker": True, "ps": True, "evaluator": True}
+
+
+def test_a_changed_training_spec_is_a_new_run_and_an_unchanged_one_the_same_bytes():
+    from conftest import render_text
+    base = example(PS_EVAL)
+    names = lambda docs: sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Job")  # noqa: E731
+    same = render(base)
+    changed = render({**base, "env": [{"name": "EPOCHS", "value": "9"}]})
+    assert names(same) == names(render(base))
+    assert render_text(base) == render_text(dict(base))
+    assert set(names(same)).isdisjoint(names(changed))
+    # Values that do not reach a Job keep the run (no needless restart).
+    assert names(render({**base, "tensorboard": {"enabled": True}})) == names(same)
