@@ -197,6 +197,27 @@ def install_helm_docs() -> None:
     stamp.write_text(HELM_DOCS)
 
 
+PSSCHECK = ROOT / "tests" / "policy" / "psscheck"
+
+
+def install_psscheck() -> None:
+    """psscheck: Kubernetes' own Pod Security Standards evaluator (k8s.io/pod-security-admission)."""
+    dest = TOOLS / "psscheck"
+    stamp = TOOLS / ".psscheck.sha256"
+    want = sha256(b"".join((PSSCHECK / f).read_bytes() for f in ("main.go", "go.mod", "go.sum")))
+    if dest.exists() and stamp.exists() and stamp.read_text() == want:
+        return
+    go = shutil.which("go")
+    if not go:
+        raise BootstrapError("psscheck: Go is needed to build it (apt-get install golang)")
+    log("building tests/policy/psscheck (k8s.io/pod-security-admission) with the Go toolchain")
+    try:
+        run([go, "build", "-o", str(dest), "."], cwd=PSSCHECK, env=dict(os.environ, CGO_ENABLED="0"))
+    except subprocess.CalledProcessError as e:
+        raise BootstrapError(f"building psscheck failed: {e.stderr.strip()[-800:]}") from e
+    stamp.write_text(want)
+
+
 # ---------------------------------------------------------------- venv
 
 def install_venv() -> None:
@@ -233,6 +254,7 @@ def main(argv: list[str]) -> int:
             for tool in TOOL_LIST:
                 install_tool(tool)
             install_helm_docs()
+            install_psscheck()
         if "venv" in only:
             install_venv()
     except BootstrapError as e:

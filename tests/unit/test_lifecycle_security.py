@@ -78,3 +78,28 @@ def test_a_changed_training_spec_is_a_new_run_and_an_unchanged_one_the_same_byte
     assert set(names(same)).isdisjoint(names(changed))
     # Values that do not reach a Job keep the run (no needless restart).
     assert names(render({**base, "tensorboard": {"enabled": True}})) == names(same)
+
+
+def psscheck(manifest: str):
+    import subprocess
+    from tf_cluster import TOOLS_BIN
+    return subprocess.run([str(TOOLS_BIN / "psscheck"), "-level", "restricted"], input=manifest,
+                          capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_every_pod_template_passes_pod_security_restricted(path, helm_major):
+    """Checked by Kubernetes' own PodSecurity evaluator (k8s.io/pod-security-admission)."""
+    from conftest import render_text
+    values = {**example(path), "tensorboard": {**example(path).get("tensorboard", {}), "enabled": True},
+              "storage": {**example(path).get("storage", {}), "logs": {"type": "pvc"}}}
+    proc = psscheck(render_text(values, helm_major=helm_major))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 violation(s)" in proc.stderr
+
+
+def test_the_policy_check_rejects_a_weakened_pod():
+    from conftest import render_text
+    proc = psscheck(render_text({"securityContext": {"allowPrivilegeEscalation": True}}))
+    assert proc.returncode == 1
+    assert "allowPrivilegeEscalation != false" in proc.stdout
