@@ -91,3 +91,34 @@ def test_killing_a_mwms_worker_restarts_it_and_training_resumes_from_backup(tmp_
     resumed = [e["epoch"] for e in w1.events if e["event"] == "resumed"]
     assert resumed and resumed[-1] >= 2, w1.events
     assert task(c, "worker-0").result["chief"] is True
+
+
+@pytest.mark.parametrize("name", ["legacy-tf1-flags", "storage-tensorboard"])
+def test_the_other_cpu_examples_run_to_completion(name, tmp_path):
+    extra = {**FAST, "env": FAST["env"] + [{"name": "TRAIN_STEPS", "value": "120"}]}
+    c = cluster(tmp_path, EX / f"{name}.yaml", extra)
+    assert c.run(timeout=300), [(j.name, j.reason) for j in c.jobs]
+    assert all(t.exit_codes[-1] == 0 for t in c.tasks())
+    assert any(t.result.get("chief") for t in c.tasks())
+
+
+def test_gpu_example_is_refused_with_advice(tmp_path):
+    from tf_cluster.errors import UsageError
+    with pytest.raises(UsageError, match=r"roles.chief asks for nvidia.com/gpu.*--ignore-gpus"):
+        cluster(tmp_path, EX / "mwms-gpu.yaml")
+
+
+def test_a_foreign_image_is_refused_with_advice(tmp_path):
+    from tf_cluster.errors import UsageError
+    with pytest.raises(UsageError, match=r"image 'ghcr.io/acme/train:1'.*--allow-image ghcr.io/acme/train"):
+        cluster(tmp_path, EX / "mwms-cpu.yaml", {"image": {"repository": "ghcr.io/acme/train", "tag": "1"}})
+
+
+def test_a_crashing_trainer_fails_the_job_with_a_reason(tmp_path):
+    """Exit code 2 is non-retryable by default: the Job fails at once, no retry storm."""
+    values = {"command": ["python3", "-c", "import sys; sys.exit(2)"], "roles": {"worker": {"replicas": 2}}}
+    c = cluster(tmp_path, EX / "mwms-cpu.yaml", values)
+    assert not c.run(timeout=60)
+    (job,) = c.jobs
+    assert job.condition == "Failed" and "non-retryable exit code" in job.reason
+    assert sum(t.failures for t in c.tasks()) == 0

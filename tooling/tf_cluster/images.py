@@ -1,0 +1,92 @@
+"""Image build contexts: pure logic (render the Dockerfile, hash the context).
+
+The context for variant V is build/images/V/: the rendered Dockerfile, the pip
+requirements for that variant, the project's pins as constraints, the chart's
+launcher and images/trainers/. Its tag carries a hash of all of it, so an
+unchanged context keeps its tag and any change gets a new one.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+import yaml
+
+from . import CHART, ROOT
+
+IMAGES = ROOT / "images"
+TF_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+DEFAULT_REPOSITORY = "tf-cluster-trainer"
+DEFAULT_BASE = "python:3.11-slim-bookworm"
+
+VARIANTS = {
+    "cpu": {"tf_package": f"tensorflow-cpu=={TF_VERSION}"},
+    # pip's CUDA wheels: no CUDA base image needed, only the NVIDIA driver on the node.
+    "gpu": {"tf_package": f"tensorflow[and-cuda]=={TF_VERSION}"},
+}
+
+
+@dataclass(frozen=True)
+class Context:
+    variant: str
+    path: Path
+    digest: str
+    repository: str
+
+    @property
+    def tag(self) -> str:
+        return f"{TF_VERSION}-{self.variant}"
+
+    @property
+    def image(self) -> str:
+        return f"{self.repository}:{self.tag}"
+
+    @property
+    def pinned_image(self) -> str:
+        return f"{self.repository}:{self.tag}-{self.digest[:12]}"
+
+
+def render_dockerfile(variant: str, base: str, python: str = "python3", extra_packages=(),
+                      ca_secret: bool = False) -> str:
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}: choose {', '.join(VARIANTS)}")
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(IMAGES), undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    return env.get_template("Dockerfile.j2").render(
+        variant=variant, base=base, python=python, tf_version=TF_VERSION, ca_secret=ca_secret,
+        extra_packages=list(extra_packages), **VARIANTS[variant])
+
+
+def requirements(variant: str) -> str:
+    return f"{VARIANTS[variant]['tf_package']}\ntensorboard\n"
+
+
+def constraints() -> str:
+    """The project's pins (constraints install nothing themselves: they only fix versions)."""
+    return (ROOT / "tooling" / "requirements.txt").read_text()
+
+
+def assemble(variant: str, base: str = DEFAULT_BASE, repository: str = DEFAULT_REPOSITORY,
+             python: str = "python3", extra_packages=(), out: Path | None = None,
+             ca_secret: bool = False) -> Context:
+    out = out or ROOT / "build" / "images" / variant
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "trainers").mkdir(parents=True)
+    (out / "Dockerfile").write_text(render_dockerfile(variant, base, python, extra_packages, ca_secret))
+    (out / "requirements.txt").write_text(requirements(variant))
+    (out / "constraints.txt").write_text(constraints())
+    shutil.copy2(CHART / "files" / "launcher.py", out / "launcher.py")
+    for f in sorted((IMAGES / "trainers").glob("*.py")):
+        shutil.copy2(f, out / "trainers" / f.name)
+    return Context(variant, out, digest(out), repository)
+
+
+def digest(path: Path) -> str:
+    h = hashlib.sha256()
+    for f in sorted(p for p in path.rglob("*") if p.is_file()):
+        h.update(str(f.relative_to(path)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
