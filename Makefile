@@ -7,13 +7,21 @@ PY    := $(VENV)/bin/python
 EXAMPLE ?= values-examples/mwms-cpu.yaml
 PYTEST_ARGS ?=
 
-.PHONY: setup test demo render docs docs-check lint bench clean
+.PHONY: setup test test-image image demo render docs bench clean
 
 setup:  ## venv with pinned deps + pinned helm 4, helm 3, kubectl, helm-docs in .tools/bin
 	@python3 tooling/bootstrap.py
 
 test: setup  ## the whole fast suite: chart (Helm 4 and Helm 3), launcher, local TensorFlow runs
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+	$(PY) -m pytest tests --ignore=tests/image $(PYTEST_ARGS)
+
+BASE ?= localhost/tf-cluster-base:bookworm
+image: setup  ## build the CPU trainer image; without a registry, make the Debian base locally first
+	@if [ "$(BASE)" = "localhost/tf-cluster-base:bookworm" ]; then bash images/base/make-base.sh podman $(BASE); fi
+	$(VENV)/bin/tf-cluster build --variant cpu --base $(BASE)
+
+test-image: image  ## run the example in containers from the built image
+	$(PY) -m pytest tests/image -rs $(PYTEST_ARGS)
 
 demo: setup  ## run the default example on this machine with real TensorFlow (no Kubernetes)
 	$(VENV)/bin/tf-cluster run-local -f $(EXAMPLE)

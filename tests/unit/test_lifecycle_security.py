@@ -103,3 +103,23 @@ def test_the_policy_check_rejects_a_weakened_pod():
     proc = psscheck(render_text({"securityContext": {"allowPrivilegeEscalation": True}}))
     assert proc.returncode == 1
     assert "allowPrivilegeEscalation != false" in proc.stdout
+
+
+def test_argocd_application_example_renders_with_sync_wave():
+    from conftest import render
+    from tf_cluster import ROOT
+    app = yaml.safe_load((ROOT / "values-examples" / "argocd" / "application.yaml").read_text())
+    values = app["spec"]["source"]["helm"]["valuesObject"]
+    jobs = [d for d in render(values, release=app["spec"]["source"]["helm"]["releaseName"]) if d["kind"] == "Job"]
+    assert jobs and all(j["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == "1" for j in jobs)
+    assert all("ttlSecondsAfterFinished" not in j["spec"] for j in jobs)
+
+
+def test_per_role_job_policy_overrides():
+    from conftest import render
+    values = {"strategy": "parameterServer", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "ps": {"replicas": 1}},
+              "job": {"activeDeadlineSeconds": 3600}, "jobPolicies": {"ps": {"backoffLimitPerIndex": 0, "ttlSecondsAfterFinished": 60}}}
+    jobs = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"] for d in render(values) if d["kind"] == "Job"}
+    assert jobs["ps"]["backoffLimitPerIndex"] == 0 and jobs["ps"]["ttlSecondsAfterFinished"] == 60
+    assert jobs["chief"]["backoffLimitPerIndex"] == 3 and "ttlSecondsAfterFinished" not in jobs["chief"]
+    assert {s["activeDeadlineSeconds"] for s in jobs.values()} == {3600}

@@ -15,7 +15,11 @@ Usage: include "tf-cluster.job" (dict "context" $ "role" "worker")
 {{- if gt $replicas 0 -}}
 {{- $fullname := include "tf-cluster.fullname" $ctx -}}
 {{- $jobName := include "tf-cluster.jobName" (dict "context" $ctx "role" $roleName) -}}
-{{- $policy := merge (deepCopy (default dict (get $v.jobPolicies $roleName))) (deepCopy $v.job) -}}
+{{- /* Overlay key by key: sprig's merge would drop a role's 0 (e.g. backoffLimitPerIndex: 0). */ -}}
+{{- $policy := deepCopy $v.job -}}
+{{- range $k, $val := (default dict (get $v.jobPolicies $roleName)) -}}
+{{- $_ := set $policy $k $val -}}
+{{- end -}}
 {{- $stops := include "tf-cluster.stopsWithLeader" (dict "context" $ctx "role" $roleName) -}}
 {{- $image := merge (deepCopy (default dict $role.image)) (deepCopy $v.image) -}}
 {{- $tag := default (printf "%s-cpu" $ctx.Chart.AppVersion) $image.tag -}}
