@@ -59,3 +59,20 @@ def test_cli_render_tf_config_table_has_one_row_per_pod(capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert out[0].split() == ["POD", "TASK", "TF_CONFIG"]
     assert [ln.split()[1] for ln in out[1:]] == ["chief:0", "worker:0", "worker:1", "ps:0", "evaluator:0"]
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_helm_lint_strict(example, helm_major):
+    proc = subprocess.run([helm.helm_binary(helm_major), "lint", str(CHART), "--strict", "-f", str(example)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "0 chart(s) failed" in proc.stdout
+
+
+def test_cli_set_string_and_exit_codes(capsys):
+    from tf_cluster.cli import main
+    assert main(["render", "--set-string", "env[0].name=EPOCHS", "--set-string", "env[0].value=7", "--tf-config"]) == 0
+    assert main(["render", "--set", "roles.chief.replicas=2"]) == 4  # RenderError
+    err = capsys.readouterr().err
+    assert "tf-cluster render: error: roles.chief.replicas=2" in err
+    assert main(["validate", "--kube-version", "1.29"]) == 0

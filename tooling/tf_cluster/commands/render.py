@@ -21,14 +21,17 @@ def add_render_args(p: argparse.ArgumentParser) -> None:
                    help="values file (repeatable)")
     p.add_argument("--set", action="append", default=[], dest="set_values", metavar="K=V",
                    help="helm --set (repeatable)")
+    p.add_argument("--set-string", action="append", default=[], dest="set_strings", metavar="K=V",
+                   help="helm --set-string (repeatable)")
     p.add_argument("--release", default="tf", help="release name (default: tf)")
     p.add_argument("-n", "--namespace", default="default")
     p.add_argument("--helm", choices=("3", "4"), default="4", help="Helm major version (default 4)")
 
 
 def render_docs(args) -> tuple[str, list[dict]]:
+    extra = [a for s in args.set_strings for a in ("--set-string", s)]
     text = helm.template(args.values, set_values=args.set_values, release=args.release,
-                         namespace=args.namespace, helm=args.helm)
+                         namespace=args.namespace, helm=args.helm, extra_args=extra)
     return text, helm.parse(text)
 
 
