@@ -1,8 +1,10 @@
 """`tf-cluster run-local`: run the rendered cluster on this machine with real TensorFlow."""
 from __future__ import annotations
 
+import json
 import os
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -38,6 +40,19 @@ def fmt_progress(task) -> str:
         if key in p:
             parts.append(f"{key} {p[key]:.4f}")
     return ", ".join(parts)
+
+
+def human(line: str) -> str:
+    """A trainer's machine-readable line, in words."""
+    kind, payload = line.split(" ", 1)
+    data = json.loads(payload)
+    metrics = "  ".join(f"{k} {v:.4f}" for k, v in data.items() if k in ("loss", "accuracy"))
+    if kind == "TF_CLUSTER_PROGRESS":
+        return f"epoch {data.get('epoch')}/{data.get('epochs')}  {metrics}"
+    if kind == "TF_CLUSTER_EVENT":
+        return f"{data.get('event')} at epoch {data.get('epoch')}"
+    where = f"  model -> {data['model_dir']}" if data.get("model_dir") else ""
+    return f"finished: {metrics}{where}"
 
 
 def status_table(cluster: LocalCluster) -> str:
@@ -81,9 +96,16 @@ def run(args) -> int:
     workdir = (args.workdir or ROOT / "runs" / args.release).resolve()
     clean_workdir(workdir)
 
+    print_lock = threading.Lock()
+
     def on_line(task, line):
-        if not args.quiet and not any(n in line for n in NOISE):
-            print(f"[{task.name}] {line}", flush=True)
+        if args.quiet or any(n in line for n in NOISE):
+            return
+        if line.startswith(("TF_CLUSTER_PROGRESS ", "TF_CLUSTER_RESULT ", "TF_CLUSTER_EVENT ")):
+            line = human(line)
+        with print_lock:  # one pump thread per task: keep lines whole
+            sys.stdout.write(f"[{task.name}] {line}\n")
+            sys.stdout.flush()
 
     cluster = LocalCluster(docs, pods, workdir, allow_images=tuple(args.allow_image),
                            ignore_gpus=args.ignore_gpus, on_line=on_line)
