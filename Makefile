@@ -7,13 +7,22 @@ PY    := $(VENV)/bin/python
 EXAMPLE ?= values-examples/mwms-cpu.yaml
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-image image demo render docs bench clean
+.PHONY: setup test test-image image e2e-api e2e-bins demo render docs bench clean
 
 setup:  ## venv with pinned deps + pinned helm 4, helm 3, kubectl, helm-docs in .tools/bin
 	@python3 tooling/bootstrap.py
 
-test: setup  ## the whole fast suite: chart (Helm 4 and Helm 3), launcher, local TensorFlow runs
-	$(PY) -m pytest tests --ignore=tests/image $(PYTEST_ARGS)
+K8S_BIN ?= $(HOME)/.cache/tf-cluster/k8s-1.35.4
+export TF_CLUSTER_K8S_BIN := $(K8S_BIN)
+
+test: setup e2e-bins  ## the whole suite: chart (Helm 4 and 3), launcher, real TensorFlow, real kube-apiserver
+	$(PY) -m pytest tests --ignore=tests/image -rs $(PYTEST_ARGS)
+
+e2e-bins:  ## kube-apiserver built from the Kubernetes Go modules (cached; ~5 min cold) + Debian's etcd
+	@bash tests/e2e/apiserver/build.sh $(K8S_BIN) | tail -1
+
+e2e-api: setup e2e-bins  ## only the kube-apiserver suite: install/upgrade/uninstall, RBAC, launcher API path
+	$(PY) -m pytest tests/e2e -rs $(PYTEST_ARGS)
 
 BASE ?= localhost/tf-cluster-base:bookworm
 image: setup  ## build the CPU trainer image; without a registry, make the Debian base locally first

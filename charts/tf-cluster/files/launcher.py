@@ -47,7 +47,7 @@ EXIT_LEADER_FAILED = 3
 EXIT_PEERS_TIMEOUT = 4
 EXIT_CONFIG = 5
 
-SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+SA_DIR = os.environ.get("TF_CLUSTER_SA_DIR", "/var/run/secrets/kubernetes.io/serviceaccount")
 SUCCESS = ("Complete", "SuccessCriteriaMet")
 FAILURE = ("Failed", "FailureTarget")
 

@@ -1,0 +1,231 @@
+"""Against a real kube-apiserver (built from the Kubernetes Go modules) and etcd.
+
+No kubelet, scheduler or controller-manager here: these tests prove what an API
+server alone can: the chart installs, upgrades and uninstalls for real under
+Helm 4 and Helm 3 (server-side validation of every object), its RBAC lets a
+stopping role read the leading Job and nothing else, and the launcher's
+Kubernetes-API path stops a task when that Job completes or fails. Running pods
+are the cluster e2e's job (issue 5).
+
+Binaries: tests/e2e/apiserver/build.sh (make e2e-api runs it).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tf_cluster import CHART, ROOT, helm
+
+K8S_VERSION = os.environ.get("K8S_VERSION", "1.35.4")
+BIN = Path(os.environ.get("TF_CLUSTER_K8S_BIN",
+                          Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster" / f"k8s-{K8S_VERSION}"))
+APISERVER = BIN / "kube-apiserver"
+LAUNCHER = CHART / "files" / "launcher.py"
+PS_EXAMPLE = ROOT / "values-examples" / "parameter-server.yaml"
+
+pytestmark = pytest.mark.skipif(
+    not (APISERVER.exists() and shutil.which("etcd") and shutil.which("openssl")),
+    reason=f"no kube-apiserver in {BIN} or no etcd/openssl: run `make e2e-api` (builds them)")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sh(*argv, **kw):
+    return subprocess.run(list(map(str, argv)), check=True, capture_output=True, text=True, **kw)
+
+
+@pytest.fixture(scope="session")
+def apiserver(tmp_path_factory):
+    w = tmp_path_factory.mktemp("apiserver")
+    sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", w / "ca.key", "-out", w / "ca.crt",
+       "-days", "1", "-subj", "/CN=tf-cluster-e2e-ca")
+    sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", w / "srv.key", "-out", w / "srv.csr",
+       "-subj", "/CN=kube-apiserver")
+    (w / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    sh("openssl", "x509", "-req", "-in", w / "srv.csr", "-CA", w / "ca.crt", "-CAkey", w / "ca.key",
+       "-CAcreateserial", "-out", w / "srv.crt", "-days", "1", "-extfile", w / "ext.cnf")
+    sh("openssl", "genrsa", "-out", w / "sa.key", "2048")
+    sh("openssl", "rsa", "-in", w / "sa.key", "-pubout", "-out", w / "sa.pub")
+    (w / "tokens.csv").write_text("e2e-admin-token,admin,admin,system:masters\n")
+    etcd_port, peer_port, port = free_port(), free_port(), free_port()
+    procs = [subprocess.Popen(
+        ["etcd", "--data-dir", str(w / "etcd"), "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
+         "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
+         "--listen-peer-urls", f"http://127.0.0.1:{peer_port}"],
+        stdout=open(w / "etcd.log", "w"), stderr=subprocess.STDOUT)]
+    procs.append(subprocess.Popen(
+        [str(APISERVER), f"--etcd-servers=http://127.0.0.1:{etcd_port}", "--bind-address=127.0.0.1",
+         f"--secure-port={port}", f"--tls-cert-file={w / 'srv.crt'}", f"--tls-private-key-file={w / 'srv.key'}",
+         f"--client-ca-file={w / 'ca.crt'}", f"--token-auth-file={w / 'tokens.csv'}", "--authorization-mode=RBAC",
+         "--service-account-issuer=https://kubernetes.default.svc", f"--service-account-key-file={w / 'sa.pub'}",
+         f"--service-account-signing-key-file={w / 'sa.key'}", "--service-cluster-ip-range=10.96.0.0/16"],
+        stdout=open(w / "apiserver.log", "w"), stderr=subprocess.STDOUT))
+    kubeconfig = w / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "e2e",
+        "clusters": [{"name": "e2e", "cluster": {"server": f"https://127.0.0.1:{port}",
+                                                 "certificate-authority": str(w / "ca.crt")}}],
+        "users": [{"name": "admin", "user": {"token": "e2e-admin-token"}}],
+        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}]}))
+    from kubernetes import client, config
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            api = config.new_client_from_config(str(kubeconfig))
+            client.VersionApi(api).get_code()
+            break
+        except Exception:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                pytest.fail("kube-apiserver did not become ready:\n" + (w / "apiserver.log").read_text()[-3000:])
+            time.sleep(1)
+    yield {"dir": w, "kubeconfig": kubeconfig, "api": api, "port": port}
+    for p in reversed(procs):
+        p.terminate()
+        p.wait(30)
+
+
+@pytest.fixture
+def namespace(apiserver, request):
+    from kubernetes import client
+    import hashlib
+    digest = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:6]
+    name = "e2e-" + request.node.name.lower().replace("_", "-").replace("[", "-").replace("]", "")[:30].strip("-") + "-" + digest
+    client.CoreV1Api(apiserver["api"]).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
+    return name
+
+
+def helm_cmd(apiserver, major, *args):
+    return subprocess.run([helm.helm_binary(major), "--kubeconfig", str(apiserver["kubeconfig"]), *args],
+                          capture_output=True, text=True)
+
+
+def release_objects(api, namespace, release):
+    from kubernetes import client
+    sel = f"app.kubernetes.io/instance={release}"
+    found = []
+    for kind, lister in (("Job", client.BatchV1Api(api).list_namespaced_job),
+                         ("Service", client.CoreV1Api(api).list_namespaced_service),
+                         ("ConfigMap", client.CoreV1Api(api).list_namespaced_config_map),
+                         ("ServiceAccount", client.CoreV1Api(api).list_namespaced_service_account),
+                         ("PVC", client.CoreV1Api(api).list_namespaced_persistent_volume_claim),
+                         ("Role", client.RbacAuthorizationV1Api(api).list_namespaced_role),
+                         ("RoleBinding", client.RbacAuthorizationV1Api(api).list_namespaced_role_binding),
+                         ("NetworkPolicy", client.NetworkingV1Api(api).list_namespaced_network_policy)):
+        found += [f"{kind}/{o.metadata.name}" for o in lister(namespace, label_selector=sel).items]
+    return sorted(found)
+
+
+def job_names(api, namespace):
+    from kubernetes import client
+    return sorted(j.metadata.name for j in client.BatchV1Api(api).list_namespaced_job(namespace).items)
+
+
+@pytest.mark.parametrize("major", ["4", "3"], ids=["helm4", "helm3"])
+def test_install_upgrade_uninstall(apiserver, namespace, major):
+    api = apiserver["api"]
+    rel = "ps"
+    r = helm_cmd(apiserver, major, "install", rel, str(CHART), "-n", namespace, "-f", str(PS_EXAMPLE))
+    assert r.returncode == 0, r.stderr
+    first = job_names(api, namespace)
+    assert [n.rsplit("-", 1)[0] for n in first] == ["ps-tf-cluster-chief", "ps-tf-cluster-ps", "ps-tf-cluster-worker"]
+    # unchanged values: same Jobs
+    assert helm_cmd(apiserver, major, "upgrade", rel, str(CHART), "-n", namespace, "-f", str(PS_EXAMPLE)).returncode == 0
+    assert job_names(api, namespace) == first
+    # changed training spec: a new run, no immutable-field error, the old run's Jobs gone
+    r = helm_cmd(apiserver, major, "upgrade", rel, str(CHART), "-n", namespace, "-f", str(PS_EXAMPLE),
+                 "--set-string", "env[0].name=EPOCHS,env[0].value=9")
+    assert r.returncode == 0, r.stderr
+    second = job_names(api, namespace)
+    assert len(second) == 3 and set(second).isdisjoint(first)
+    r = helm_cmd(apiserver, major, "uninstall", rel, "-n", namespace)
+    assert r.returncode == 0, r.stderr
+    assert release_objects(api, namespace, rel) == []
+
+
+def test_fixed_job_names_show_why_runs_are_hashed(apiserver, namespace):
+    """With run.suffix=none, changing the pod template is an immutable-field error, as documented."""
+    base = ["-n", namespace, "-f", str(PS_EXAMPLE), "--set", "run.suffix=none"]
+    assert helm_cmd(apiserver, "4", "install", "fixed", str(CHART), *base).returncode == 0
+    r = helm_cmd(apiserver, "4", "upgrade", "fixed", str(CHART), *base, "--set-string", "env[0].value=9")
+    assert r.returncode != 0 and "immutable" in r.stderr
+
+
+def token_for(apiserver, namespace, sa, tmp_path) -> Path:
+    from kubernetes import client
+    tr = client.CoreV1Api(apiserver["api"]).create_namespaced_service_account_token(
+        sa, namespace, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])))
+    sa_dir = tmp_path / "sa"
+    sa_dir.mkdir()
+    (sa_dir / "token").write_text(tr.status.token)
+    shutil.copy(apiserver["dir"] / "ca.crt", sa_dir / "ca.crt")
+    return sa_dir
+
+
+def finish(api, namespace, job, outcome):
+    from kubernetes import client
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    cond = lambda t: {"type": t, "status": "True", "lastProbeTime": now, "lastTransitionTime": now}  # noqa: E731
+    if outcome == "Complete":
+        status = {"startTime": now, "completionTime": now, "succeeded": 1, "completedIndexes": "0",
+                  "conditions": [cond("SuccessCriteriaMet"), cond("Complete")]}
+    else:
+        status = {"startTime": now, "failed": 1, "failedIndexes": "0",
+                  "conditions": [cond("FailureTarget"), cond("Failed")]}
+    client.BatchV1Api(api).patch_namespaced_job_status(job, namespace, {"status": status})
+
+
+@pytest.mark.parametrize("outcome,rc", [("Complete", 0), ("Failed", 3)])
+def test_launcher_stops_a_server_through_the_api_when_the_chief_job_ends(apiserver, namespace, tmp_path, outcome, rc):
+    api = apiserver["api"]
+    from kubernetes import client, utils
+    docs = helm.parse(helm.template([PS_EXAMPLE], release="tf", namespace=namespace))
+    for doc in docs:
+        if doc["kind"] != "Pod":  # the helm-test Pod is a hook
+            utils.create_from_dict(api, doc, namespace=namespace)
+    chief = next(d["metadata"]["name"] for d in docs if d["kind"] == "Job" and "-chief-" in d["metadata"]["name"])
+    ps_env = {e["name"]: e.get("value") for d in docs if d["kind"] == "Job" and "-ps-" in d["metadata"]["name"]
+              for e in d["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e}
+    assert ps_env["TF_CLUSTER_LEADER_JOB"] == chief and ps_env["TF_CLUSTER_STOP_WITH_LEADER"] == "true"
+    sa_dir = token_for(apiserver, namespace, "tf-tf-cluster", tmp_path)
+
+    # The chart's Role: this token reads the chief Job and nothing else.
+    cfg = client.Configuration(host=f"https://127.0.0.1:{apiserver['port']}")
+    cfg.ssl_ca_cert = str(sa_dir / "ca.crt")
+    cfg.api_key = {"authorization": "Bearer " + (sa_dir / "token").read_text()}
+    limited = client.ApiClient(cfg)
+    assert client.BatchV1Api(limited).read_namespaced_job(chief, namespace).metadata.name == chief
+    with pytest.raises(client.ApiException) as e:
+        client.BatchV1Api(limited).list_namespaced_job(namespace)
+    assert e.value.status == 403
+
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TF_CONFIG")},
+           "KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(apiserver["port"]),
+           "TF_CLUSTER_SA_DIR": str(sa_dir), "TF_CLUSTER_NAMESPACE": namespace, "TF_CLUSTER_LEADER_JOB": chief,
+           "TF_CLUSTER_STOP_WITH_LEADER": "true", "TF_CLUSTER_POLL_SECONDS": "1", "TF_CLUSTER_ROLE": "ps",
+           "TF_TASK_INDEX": "0"}
+    proc = subprocess.Popen([sys.executable, str(LAUNCHER), "--", sys.executable, "-c",
+                             "import time; print('serving', flush=True); time.sleep(600)"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "serving"
+    time.sleep(3)
+    assert proc.poll() is None, "a ps must keep serving while the chief runs"
+    t0 = time.monotonic()
+    finish(api, namespace, chief, outcome)
+    _, err = proc.communicate(timeout=60)
+    stopped_after = time.monotonic() - t0
+    assert proc.returncode == rc, err
+    assert stopped_after < 5, f"stopped {stopped_after:.1f}s after the Job ended (poll 1s)"
+    assert f"Job {chief} is {outcome}" in err
