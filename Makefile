@@ -19,7 +19,7 @@ test: setup e2e-bins  ## the whole suite: chart (Helm 4 and 3), launcher, real T
 	$(PY) -m pytest tests --ignore=tests/image -rs $(PYTEST_ARGS)
 
 e2e-bins:  ## kube-apiserver built from the Kubernetes Go modules (cached; ~5 min cold) + Debian's etcd
-	@bash tests/e2e/apiserver/build.sh $(K8S_BIN) | tail -1
+	@bash tests/e2e/apiserver/build.sh $(K8S_BIN)
 
 e2e-api: setup e2e-bins  ## only the kube-apiserver suite: install/upgrade/uninstall, RBAC, launcher API path
 	$(PY) -m pytest tests/e2e -rs $(PYTEST_ARGS)
