@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 EXAMPLE ?= values-examples/mwms-cpu.yaml
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-image image e2e-api e2e-bins demo render docs bench clean
+.PHONY: setup test test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench clean
 
 setup:  ## venv with pinned deps + pinned helm 4, helm 3, kubectl, helm-docs in .tools/bin
 	@python3 tooling/bootstrap.py
@@ -23,6 +23,21 @@ e2e-bins:  ## kube-apiserver built from the Kubernetes Go modules (cached; ~5 mi
 
 e2e-api: setup e2e-bins  ## only the kube-apiserver suite: install/upgrade/uninstall, RBAC, launcher API path
 	$(PY) -m pytest tests/e2e -rs $(PYTEST_ARGS)
+
+NODE := $(PY) tests/e2e/cluster/node.py
+KEEP ?=
+e2e-up: image  ## one real Kubernetes node here (kube-* from the Go modules, containerd, CoreDNS); idempotent
+	$(NODE) up
+
+e2e-down:  ## stop the node, remove its pods and state (built binaries and imported images are kept)
+	$(NODE) down
+
+e2e-status:
+	$(NODE) status
+
+e2e: e2e-up  ## bring the node up (or reuse it), run the cluster scenarios, take it down unless KEEP=1
+	TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) $(PY) -m pytest tests/e2e/cluster -rs -s $(PYTEST_ARGS); \
+	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc
 
 BASE ?= localhost/tf-cluster-base:bookworm
 image: setup  ## build the CPU trainer image; without a registry, make the Debian base locally first

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tf_cluster import CHART, ROOT, helm
+from tf_cluster import CHART, ROOT, helm, kube
 
 K8S_VERSION = os.environ.get("K8S_VERSION", "1.35.4")
 BIN = Path(os.environ.get("TF_CLUSTER_K8S_BIN",
@@ -113,19 +113,7 @@ def helm_cmd(apiserver, major, *args):
 
 
 def release_objects(api, namespace, release):
-    from kubernetes import client
-    sel = f"app.kubernetes.io/instance={release}"
-    found = []
-    for kind, lister in (("Job", client.BatchV1Api(api).list_namespaced_job),
-                         ("Service", client.CoreV1Api(api).list_namespaced_service),
-                         ("ConfigMap", client.CoreV1Api(api).list_namespaced_config_map),
-                         ("ServiceAccount", client.CoreV1Api(api).list_namespaced_service_account),
-                         ("PVC", client.CoreV1Api(api).list_namespaced_persistent_volume_claim),
-                         ("Role", client.RbacAuthorizationV1Api(api).list_namespaced_role),
-                         ("RoleBinding", client.RbacAuthorizationV1Api(api).list_namespaced_role_binding),
-                         ("NetworkPolicy", client.NetworkingV1Api(api).list_namespaced_network_policy)):
-        found += [f"{kind}/{o.metadata.name}" for o in lister(namespace, label_selector=sel).items]
-    return sorted(found)
+    return kube.release_objects(api, namespace, release)
 
 
 def job_names(api, namespace):

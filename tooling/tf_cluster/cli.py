@@ -1,12 +1,12 @@
 """`tf-cluster` command line. Exit codes: 0 ok, 2 usage, 3 tool missing, 4 render
-refused, 5 invalid manifests, 6 build failed, 7 run failed."""
+refused, 5 invalid manifests, 6 build failed, 7 run failed (run-local or smoke)."""
 from __future__ import annotations
 
 import argparse
 import sys
 
 from . import __version__
-from .commands import build, render, run_local, validate
+from .commands import build, render, run_local, smoke, validate
 from .errors import TfClusterError
 
 
@@ -14,7 +14,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tf-cluster", description=__doc__)
     p.add_argument("--version", action="version", version=f"tf-cluster {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    for module in (render, validate, build, run_local):
+    for module in (render, validate, build, run_local, smoke):
         module.add_parser(sub)
     return p
 

@@ -1,0 +1,249 @@
+"""The chart's claims on a real Kubernetes node: real kubelet, containerd, cluster DNS,
+storage and the trainer image running real TensorFlow.
+
+Each scenario installs a values example (with small CPU requests: one 2-core node),
+waits on Job conditions by type, and checks what only a cluster can show.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tf_cluster import CHART, ROOT, helm, kube
+from tf_cluster.errors import RunError
+
+
+SMALL = Path(__file__).with_name("values-small-node.yaml")
+EX = ROOT / "values-examples"
+KUBECONFIG = os.environ.get("TF_CLUSTER_E2E_KUBECONFIG", "")
+JOB_NAME = "batch.kubernetes.io/job-name"
+INDEX = "batch.kubernetes.io/job-completion-index"
+
+
+@pytest.fixture
+def api():
+    return kube.client_for(KUBECONFIG)
+
+
+@pytest.fixture
+def ns(namespace_factory_function_scope, request) -> str:
+    """A fresh namespace per test (pytest-helm-charts creates it and deletes it, waiting, afterwards)."""
+    digest = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:5]
+    name = "e2e-" + re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:36].strip("-") + "-" + digest
+    namespace_factory_function_scope(name)
+    return name
+
+
+def say(msg: str) -> None:
+    print(f"[e2e] {msg}", flush=True)
+
+
+def helm_run(major: str, *args) -> subprocess.CompletedProcess:
+    return subprocess.run([helm.helm_binary(major), "--kubeconfig", KUBECONFIG, *map(str, args)],
+                          capture_output=True, text=True)
+
+
+def install(ns: str, release: str, *files: Path, sets: tuple[str, ...] = (), major: str = "4", verb="install"):
+    argv = [verb, release, CHART, "-n", ns]
+    for f in (*files, SMALL):
+        argv += ["-f", f]
+    for s in sets:  # env values are strings: --set-string keeps "4" from becoming a number
+        argv += ["--set-string" if s.startswith("env[") else "--set", s]
+    r = helm_run(major, *argv)
+    assert r.returncode == 0, r.stderr
+
+
+def wait(api, ns, release, timeout=900, **kw) -> kube.Snapshot:
+    return kube.wait_for_jobs(api, ns, release, timeout=timeout, say=say, **kw)
+
+
+def pods_of(api, ns, job_substr: str):
+    from kubernetes import client
+    return [p for p in client.CoreV1Api(api).list_namespaced_pod(ns).items
+            if job_substr in (p.metadata.labels or {}).get(JOB_NAME, "")]
+
+
+def log(api, ns, pod_name: str) -> str:
+    from kubernetes import client
+    return client.CoreV1Api(api).read_namespaced_pod_log(pod_name, ns)
+
+
+def wait_for_log(api, ns, release: str, job_substr: str, index: str, pattern: str, timeout=600) -> str:
+    """Name of the running pod of that Job index whose log matches `pattern`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in pods_of(api, ns, job_substr):
+            if p.metadata.labels.get(INDEX) == index and p.status.phase == "Running":
+                try:
+                    if re.search(pattern, log(api, ns, p.metadata.name)):
+                        return p.metadata.name
+                except Exception:  # noqa: BLE001 - container still starting
+                    pass
+        time.sleep(2)
+    pytest.fail(f"no {job_substr}-{index} pod logged {pattern!r} within {timeout}s:\n"
+                + kube.diagnostics(api, ns, release))
+
+
+def delete_pod(api, ns, name: str) -> None:
+    from kubernetes import client
+    client.CoreV1Api(api).delete_namespaced_pod(name, ns, grace_period_seconds=0)
+    say(f"deleted pod {name}")
+
+
+def all_complete(snap: kube.Snapshot, api, ns, release) -> None:
+    states = snap.states()
+    assert states and set(states.values()) == {"Complete"}, f"{states}\n{kube.diagnostics(api, ns, release)}"
+
+
+def no_running_pods(api, ns) -> None:
+    from kubernetes import client
+    live = [p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod(ns).items
+            if p.status.phase in ("Running", "Pending")]
+    assert live == [], f"pods still running after the run ended: {live}"
+
+
+def pv_path_of(api, ns, claim: str) -> Path:
+    from kubernetes import client
+    pvc = client.CoreV1Api(api).read_namespaced_persistent_volume_claim(claim, ns)
+    pv = client.CoreV1Api(api).read_persistent_volume(pvc.spec.volume_name)
+    return Path((pv.spec.host_path or pv.spec.local).path)
+
+
+def wait_gone(check, what: str, timeout=120):
+    deadline = time.monotonic() + timeout
+    while check():
+        assert time.monotonic() < deadline, f"{what} still there after {timeout}s: {check()}"
+        time.sleep(2)
+
+
+# ----------------------------------------------------------------- scenarios
+@pytest.mark.parametrize("major", ["4", "3"], ids=["helm4", "helm3"])
+def test_mwms_cpu_trains_through_cluster_dns_and_exports_the_model(api, ns, major):
+    """`tf-cluster smoke` (the user's command) runs the MWMS example; then what only the cluster shows."""
+    t0 = time.monotonic()
+    r = subprocess.run([sys.executable, "-m", "tf_cluster.cli", "smoke", "-f", EX / "mwms-cpu.yaml", "-f", SMALL,
+                        "--kubeconfig", KUBECONFIG, "-n", ns, "--release", "mwms", "--helm", major, "--keep"],
+                       capture_output=True, text=True)
+    print(r.stdout[-3000:])
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert "every Job Complete" in r.stdout and "helm test passed (test Pod phase Succeeded)" in r.stdout
+    # every pod found its peers through cluster DNS and got its index into TF_CONFIG
+    workers = sorted(pods_of(api, ns, "-worker-"), key=lambda p: p.metadata.labels[INDEX])
+    assert [p.metadata.labels[INDEX] for p in workers] == ["0", "1"]
+    for p in workers:
+        text = log(api, ns, p.metadata.name)
+        i = p.metadata.labels[INDEX]
+        assert re.search(rf"\[launcher worker-{i}\] all 2 peer\(s\) resolve", text), text[-2000:]
+        assert f"task worker:{i} chief={i == '0'}" in text, text[-2000:]
+        assert '"epoch": 5, "epochs": 5' in text
+    # the chief's exported model is on the checkpoints volume
+    model = pv_path_of(api, ns, "mwms-tf-cluster-checkpoints") / "model"
+    assert (model / "saved_model.pb").is_file(), sorted(model.parent.iterdir())
+    # helm uninstall leaves nothing of the release; the claim (keepOnUninstall: false) and its volume go too
+    pv_dir = model.parent
+    r = helm_run(major, "uninstall", "mwms", "-n", ns, "--wait")
+    assert r.returncode == 0, r.stderr
+    wait_gone(lambda: kube.release_objects(api, ns, "mwms"), "release objects")
+    wait_gone(lambda: pv_dir.exists() and [pv_dir], "the released volume's directory")
+    say(f"mwms (helm {major}) passed in {time.monotonic() - t0:.0f}s")
+
+
+def test_parameter_server_with_evaluator_stops_by_itself(api, ns):
+    """ps, workers and the evaluator never exit on their own: the launcher stops them through the API."""
+    t0 = time.monotonic()
+    install(ns, "ps", EX / "parameter-server-evaluator.yaml")
+    snap = wait(api, ns, "ps")
+    all_complete(snap, api, ns, "ps")
+    done = {n.split("-tf-cluster-")[1].rsplit("-", 1)[0]: j.status.completion_time for n, j in snap.jobs.items()}
+    assert set(done) == {"chief", "worker", "ps", "evaluator"}
+    lag = {role: (t - done["chief"]).total_seconds() for role, t in done.items()}
+    say(f"seconds from the chief Job's completion to each role's: {lag}")
+    # bound: launcher polls every 5 s, then SIGTERM and up to the stop grace; in practice a few seconds
+    assert max(lag.values()) <= 30, lag
+    # ps and workers serve forever: the launcher saw the chief Job Complete and stopped them. (The
+    # evaluator may also end by itself, after its last evaluation: both are a clean stop.)
+    for role in ("ps", "worker", "evaluator"):
+        for p in pods_of(api, ns, f"-{role}-"):
+            text = log(api, ns, p.metadata.name)
+            stopped = re.search(r"Job ps-tf-cluster-chief-\w+ is Complete", text)
+            assert stopped or (role == "evaluator" and "command exited with 0" in text), text[-2000:]
+            assert p.status.phase == "Succeeded", (p.metadata.name, p.status.phase)
+    no_running_pods(api, ns)
+    say(f"parameter server + evaluator passed in {time.monotonic() - t0:.0f}s")
+
+
+def test_deleting_a_parameter_server_worker_mid_run_still_completes(api, ns):
+    install(ns, "psw", EX / "parameter-server.yaml", sets=("env[0].name=EPOCHS", "env[0].value=4"))
+    victim = wait_for_log(api, ns, "psw", "-worker-", "1", r"serving worker:1", timeout=600)
+    wait_for_log(api, ns, "psw", "-chief-", "0", r"TF_CLUSTER_PROGRESS", timeout=600)
+    delete_pod(api, ns, victim)
+    snap = wait(api, ns, "psw")
+    all_complete(snap, api, ns, "psw")
+    names = [p.metadata.name for p in pods_of(api, ns, "-worker-") if p.metadata.labels[INDEX] == "1"]
+    assert names and victim not in names, "worker 1 was replaced by a new pod"
+    no_running_pods(api, ns)
+
+
+def test_deleting_a_mwms_worker_restarts_it_and_training_resumes_from_the_checkpoint(api, ns):
+    install(ns, "resume", EX / "mwms-cpu.yaml",
+            sets=("env[0].name=EPOCHS", "env[0].value=6", "env[1].name=STEPS_PER_EPOCH", "env[1].value=60"))
+    victim = wait_for_log(api, ns, "resume", "-worker-", "1", r'"epoch": 2,', timeout=600)
+    delete_pod(api, ns, victim)
+    snap = wait(api, ns, "resume")
+    all_complete(snap, api, ns, "resume")
+    replacement = [p for p in pods_of(api, ns, "-worker-") if p.metadata.labels[INDEX] == "1"
+                   and p.metadata.name != victim and p.status.phase == "Succeeded"]
+    assert replacement, "worker 1 was not replaced"
+    text = log(api, ns, replacement[0].metadata.name)
+    resumed = [int(e) for e in re.findall(r'TF_CLUSTER_EVENT \{"epoch": (\d+), "event": "resumed"\}', text)]
+    assert resumed and resumed[-1] >= 2, text[-3000:]
+    assert '"epoch": 6, "epochs": 6' in text
+    say(f"worker 1 resumed at epoch {resumed[-1]} after its pod was deleted")
+
+
+def test_helm_upgrade_with_a_changed_spec_starts_a_new_run(api, ns):
+    quick = ("env[0].name=EPOCHS", "env[0].value=1", "env[1].name=STEPS_PER_EPOCH", "env[1].value=10")
+    install(ns, "up", EX / "mwms-cpu.yaml", sets=quick)
+    first = wait(api, ns, "up")
+    all_complete(first, api, ns, "up")
+    install(ns, "up", EX / "mwms-cpu.yaml", sets=quick[:1] + ("env[0].value=2",) + quick[2:], verb="upgrade")
+    second = wait(api, ns, "up")
+    all_complete(second, api, ns, "up")
+    assert set(second.jobs).isdisjoint(first.jobs), (sorted(first.jobs), sorted(second.jobs))
+    assert len(second.jobs) == 1
+
+
+def test_a_bad_image_is_reported_and_the_job_fails(api, ns):
+    install(ns, "bad", EX / "mwms-cpu.yaml",
+            sets=("image.repository=localhost/no-such-image", "job.activeDeadlineSeconds=45",
+                  "storage.checkpoints.type=emptyDir"))
+    with pytest.raises(RunError) as e:
+        wait(api, ns, "bad", timeout=300, stuck_grace=10)
+    assert re.search(r"(ErrImagePull|ImagePullBackOff)", str(e.value)) and "no-such-image" in str(e.value), str(e.value)
+    say(f"reported: {str(e.value).splitlines()[1]}")
+    snap = wait(api, ns, "bad", timeout=300, stuck_grace=10**6)  # the deadline fails the Job: no hang
+    (job,) = snap.jobs.values()
+    assert kube.job_state(job) == "Failed" and "DeadlineExceeded" in kube.failed_reason(job)
+
+
+@pytest.mark.parametrize("code,reason", [(2, "PodFailurePolicy"), (1, "FailedIndexes")])
+def test_a_crashing_trainer_fails_the_job_with_a_reason(api, ns, code, reason):
+    """Exit 2 is non-retryable (fails at once); exit 1 is retried up to backoffLimitPerIndex, then fails."""
+    install(ns, "crash", EX / "mwms-cpu.yaml",
+            sets=("command[0]=python3", "command[1]=-c",
+                  f"command[2]=print('bad config: no such dataset'); raise SystemExit({code})",
+                  "job.backoffLimitPerIndex=1", "storage.checkpoints.type=emptyDir"))
+    snap = wait(api, ns, "crash", timeout=300)
+    (job,) = snap.jobs.values()
+    assert kube.job_state(job) == "Failed", kube.diagnostics(api, ns, "crash")
+    assert reason in kube.failed_reason(job)
+    report = kube.diagnostics(api, ns, "crash")
+    assert "bad config: no such dataset" in report and "Failed" in report
+    say(f"Job failed: {kube.failed_reason(job)}")

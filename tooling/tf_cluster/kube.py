@@ -1,0 +1,213 @@
+"""Watching a release's Jobs on a real cluster: conditions by type, pod problems, diagnostics.
+
+Shared by `tf-cluster smoke` and the cluster e2e tests. A Job is finished when it
+has a condition of type `Complete` or `Failed` with status True (never "the
+first condition", which is `SuccessCriteriaMet`/`FailureTarget` from k8s 1.31).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import RunError
+
+INSTANCE = "app.kubernetes.io/instance"
+COMPONENT = "app.kubernetes.io/component"
+# a pod waiting for one of these will not start by itself: report it instead of waiting out the timeout
+STUCK_REASONS = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+                 "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+
+
+def client_for(kubeconfig: str | None):
+    from kubernetes import client, config
+    if kubeconfig:
+        return config.new_client_from_config(str(kubeconfig))
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    return client.ApiClient()
+
+
+def condition(obj, type_: str) -> bool:
+    """True when `obj.status.conditions` has `type_` with status True."""
+    for c in (obj.status.conditions or []) if obj.status else []:
+        if c.type == type_ and c.status == "True":
+            return True
+    return False
+
+
+def job_state(job) -> str:
+    if condition(job, "Failed"):
+        return "Failed"
+    if condition(job, "Complete"):
+        return "Complete"
+    return "Running"
+
+
+def failed_reason(job) -> str:
+    for c in job.status.conditions or []:
+        if c.type == "Failed" and c.status == "True":
+            return f"{c.reason}: {c.message}" if c.message else (c.reason or "")
+    return ""
+
+
+@dataclass
+class Snapshot:
+    jobs: dict = field(default_factory=dict)        # name -> V1Job
+    pods: list = field(default_factory=list)        # V1Pod of the release's Jobs
+
+    def states(self) -> dict[str, str]:
+        return {n: job_state(j) for n, j in self.jobs.items()}
+
+    def finished(self) -> bool:
+        return bool(self.jobs) and all(s != "Running" for s in self.states().values())
+
+    def role_line(self) -> str:
+        """One line: per role, indexes done of wanted and what its live pods are doing."""
+        parts = []
+        for name, job in sorted(self.jobs.items()):
+            role = (job.metadata.labels or {}).get(COMPONENT, name)
+            state = job_state(job)
+            if state != "Running":
+                parts.append(f"{role} {state}")
+                continue
+            want, st = job.spec.completions or 1, job.status
+            doing: dict[str, int] = {}
+            for p in self.pods:
+                if (p.metadata.labels or {}).get("batch.kubernetes.io/job-name") != name or p.metadata.deletion_timestamp:
+                    continue
+                if p.status.phase in ("Running", "Pending"):
+                    what = p.status.phase.lower()
+                    for cs in p.status.container_statuses or []:
+                        if cs.state and cs.state.waiting and cs.state.waiting.reason:
+                            what = cs.state.waiting.reason
+                    for c in p.status.conditions or []:
+                        if c.type == "PodScheduled" and c.status == "False":
+                            what = "unscheduled"
+                    doing[what] = doing.get(what, 0) + 1
+            live = ", ".join(f"{n} {w}" for w, n in sorted(doing.items()))
+            parts.append(f"{role} {st.succeeded or 0}/{want} done" + (f" ({live})" if live else "")
+                         + (f", {st.failed} failed" if st.failed else ""))
+        return " | ".join(parts)
+
+    def stuck(self) -> list[str]:
+        out = []
+        for p in self.pods:
+            for cs in (p.status.container_statuses or []) + (p.status.init_container_statuses or []):
+                w = cs.state.waiting if cs.state else None
+                if w and w.reason in STUCK_REASONS:
+                    out.append(f"pod {p.metadata.name}: {w.reason}: {w.message or ''}".strip())
+            for c in p.status.conditions or []:
+                if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
+                    out.append(f"pod {p.metadata.name} cannot be scheduled: {c.message}")
+        return out
+
+
+def snapshot(api, namespace: str, release: str) -> Snapshot:
+    from kubernetes import client
+    sel = f"{INSTANCE}={release}"
+    jobs = {j.metadata.name: j for j in client.BatchV1Api(api).list_namespaced_job(namespace, label_selector=sel).items}
+    pods = [p for p in client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=sel).items
+            if (p.metadata.labels or {}).get("batch.kubernetes.io/job-name") in jobs]
+    return Snapshot(jobs, pods)
+
+
+def leader_log_line(api, namespace: str, snap: Snapshot) -> str:
+    """The leading task's (chief, else worker 0) latest progress line, else its last line."""
+    from kubernetes import client
+    running = [p for p in snap.pods if p.status.phase == "Running"]
+    for role in ("chief", "worker"):
+        for p in running:
+            labels = p.metadata.labels or {}
+            if labels.get(COMPONENT) == role and labels.get("batch.kubernetes.io/job-completion-index", "0") == "0":
+                try:
+                    text = client.CoreV1Api(api).read_namespaced_pod_log(p.metadata.name, namespace, tail_lines=40)
+                except Exception:  # noqa: BLE001 - progress is best effort
+                    return ""
+                lines = [ln for ln in text.splitlines() if ln.strip()]
+                progress = [ln for ln in lines if ln.startswith("TF_CLUSTER_PROGRESS")]
+                last = (progress or lines or [""])[-1]
+                return f"{role}-0: {last.strip()[-160:]}" if last else ""
+    return ""
+
+
+def wait_for_jobs(api, namespace: str, release: str, *, timeout: float, stuck_grace: float = 60,
+                  say: Callable[[str], None] = print, every: float = 2, progress_every: float = 15) -> Snapshot:
+    """Wait until every Job of the release is Complete or Failed; report progress as it goes.
+
+    Returns the final snapshot (callers decide what Failed means). Raises RunError on timeout or
+    when a pod is stuck (bad image, unschedulable, bad config) for `stuck_grace` seconds.
+    """
+    t0 = time.monotonic()
+    last_line, last_progress, stuck_since = "", 0.0, None
+    while True:
+        snap = snapshot(api, namespace, release)
+        line = snap.role_line() or "no Jobs yet"
+        now = time.monotonic()
+        if line != last_line:
+            say(f"{now - t0:6.1f}s  {line}")
+            last_line, last_progress = line, now
+        elif now - last_progress >= progress_every:
+            log = leader_log_line(api, namespace, snap)
+            say(f"{now - t0:6.1f}s  {line}" + (f"  | {log}" if log else ""))
+            last_progress = now
+        if snap.finished():
+            return snap
+        stuck = snap.stuck()
+        stuck_since = (stuck_since or now) if stuck else None
+        if stuck and now - stuck_since >= stuck_grace:
+            raise RunError("pods cannot start:\n  " + "\n  ".join(stuck) +
+                           "\n  (a bad image name, an image the nodes cannot pull or load, or requests no node fits)")
+        if now - t0 > timeout:
+            raise RunError(f"the run did not finish within {timeout:.0f}s: {line}")
+        time.sleep(every)
+
+
+def diagnostics(api, namespace: str, release: str, tail: int = 30) -> str:
+    """Logs of the pods that failed or are stuck, and the namespace's Warning events."""
+    from kubernetes import client
+    core = client.CoreV1Api(api)
+    snap = snapshot(api, namespace, release)
+    out = []
+    for name, job in sorted(snap.jobs.items()):
+        if job_state(job) == "Failed":
+            out.append(f"Job {name} Failed: {failed_reason(job)}")
+    for p in snap.pods:
+        bad = p.status.phase == "Failed" or any(
+            (cs.restart_count or 0) > 0 or (cs.state and cs.state.waiting and cs.state.waiting.reason in STUCK_REASONS)
+            or (cs.state and cs.state.terminated and cs.state.terminated.exit_code)
+            for cs in p.status.container_statuses or [])
+        if not bad:
+            continue
+        try:
+            text = core.read_namespaced_pod_log(p.metadata.name, namespace, tail_lines=tail)
+        except Exception as e:  # noqa: BLE001
+            text = f"(no log: {getattr(e, 'reason', e)})"
+        out.append(f"--- pod {p.metadata.name} ({p.status.phase}), last {tail} log lines:\n{text.rstrip()}")
+    events = [e for e in core.list_namespaced_event(namespace).items if e.type == "Warning"]
+    if events:
+        out.append("--- Warning events:")
+        out += [f"  {e.involved_object.kind}/{e.involved_object.name}: {e.reason}: {e.message}" for e in events[-20:]]
+    return "\n".join(out)
+
+
+RELEASE_KINDS = ("Job", "Pod", "Service", "ConfigMap", "ServiceAccount", "PersistentVolumeClaim", "Role",
+                 "RoleBinding", "NetworkPolicy", "Deployment")
+
+
+def release_objects(api, namespace: str, release: str) -> list[str]:
+    """Every namespaced object of the release (by its instance label), as `Kind/name`."""
+    from kubernetes import client
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    listers = {"Job": client.BatchV1Api(api).list_namespaced_job, "Pod": core.list_namespaced_pod,
+               "Service": core.list_namespaced_service, "ConfigMap": core.list_namespaced_config_map,
+               "ServiceAccount": core.list_namespaced_service_account,
+               "PersistentVolumeClaim": core.list_namespaced_persistent_volume_claim,
+               "Role": rbac.list_namespaced_role, "RoleBinding": rbac.list_namespaced_role_binding,
+               "NetworkPolicy": client.NetworkingV1Api(api).list_namespaced_network_policy,
+               "Deployment": client.AppsV1Api(api).list_namespaced_deployment}
+    sel = f"{INSTANCE}={release}"
+    return sorted(f"{kind}/{o.metadata.name}" for kind in RELEASE_KINDS
+                  for o in listers[kind](namespace, label_selector=sel).items)
