@@ -76,3 +76,15 @@ def test_cli_set_string_and_exit_codes(capsys):
     err = capsys.readouterr().err
     assert "tf-cluster render: error: roles.chief.replicas=2" in err
     assert main(["validate", "--kube-version", "1.29"]) == 0
+
+
+def test_cli_smoke_refuses_what_it_cannot_use(capsys, tmp_path):
+    """Usage errors come before any cluster is touched (the runs themselves: tests/e2e/cluster)."""
+    from tf_cluster.cli import main
+    example = str(CHART.parent.parent / "values-examples" / "mwms-cpu.yaml")
+    assert main(["smoke", "-f", str(tmp_path / "nope.yaml"), "--kubeconfig", str(tmp_path / "k")]) == 2
+    assert "values file" in capsys.readouterr().err
+    assert main(["smoke", "-f", example, "--kubeconfig", str(tmp_path / "k")]) == 2
+    assert f"kubeconfig {tmp_path / 'k'} not found" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # --kind and --kubeconfig are exclusive
+        main(["smoke", "-f", example, "--kind", "x", "--kubeconfig", "k"])
