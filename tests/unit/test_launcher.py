@@ -88,6 +88,26 @@ def test_stops_the_child_when_the_leading_job_finishes(condition, rc, tmp_path):
     assert f"Job tf-chief is {condition}" in err
 
 
+@pytest.mark.parametrize("already_before_start", [True, False], ids=["finished-before-start", "finishes-during-wait"])
+def test_a_replacement_started_after_the_leader_finished_exits_instead_of_waiting(already_before_start, tmp_path):
+    """Found on the real node: a ParameterServer worker replaced after the chief completed waited
+    for peers that were gone (the ps had stopped) instead of ending: it must exit 0 at once."""
+    status = tmp_path / "leader"
+    status.write_text("Complete" if already_before_start else "")
+    p = start([sys.executable, "-c", "print('never')"], tmp_path, TF_CLUSTER_STOP_WITH_LEADER="true",
+              TF_CLUSTER_LEADER_STATUS_FILE=str(status), TF_CLUSTER_LEADER_JOB="tf-chief",
+              TF_CONFIG=cluster("localhost", "tf-ps-0.gone.invalid"), TF_CLUSTER_PEER_TIMEOUT="120")
+    if not already_before_start:
+        time.sleep(1.5)
+        assert p.poll() is None  # waiting for the missing peer while the chief runs
+        status.write_text("Complete")
+    t0 = time.monotonic()
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0 and "never" not in out
+    assert "Job tf-chief is already Complete; nothing to do" in err
+    assert time.monotonic() - t0 < 10
+
+
 def test_no_command_is_a_configuration_error(tmp_path):
     p = start([], tmp_path)
     _, err = p.communicate(timeout=30)

@@ -17,6 +17,7 @@ Standard library only, so it runs in any image with Python 3.8+.
 
 Exit codes:
     0     the command succeeded, or the leading Job completed and the child was stopped
+          (or had completed before this task started: a late replacement exits at once)
     3     the leading Job failed; this task was stopped (fails this Job at once)
     4     peers did not resolve within TF_CLUSTER_PEER_TIMEOUT (fails this Job at once)
     5     the launcher was misconfigured (no command, unreadable TF_CONFIG)
@@ -96,8 +97,9 @@ def resolves(host):
         return False
 
 
-def wait_for_peers(hosts, timeout, interval=5.0):
-    """Return [] when all resolve, else the hosts still missing at the timeout."""
+def wait_for_peers(hosts, timeout, interval=5.0, give_up=None):
+    """Return [] when all resolve, else the hosts still missing at the timeout (or when
+    `give_up()` says the wait is pointless: the leading Job already finished)."""
     start = time.monotonic()
     last_log = start
     missing = list(hosts)
@@ -110,6 +112,8 @@ def wait_for_peers(hosts, timeout, interval=5.0):
         if now - start >= timeout:
             return missing
         if now - last_log >= interval:
+            if give_up is not None and give_up():
+                return missing
             log("waiting for %d/%d peer(s) to resolve (%ds/%ds): %s" % (
                 len(missing), len(hosts), now - start, timeout, ", ".join(missing[:10])
                 + (" ..." if len(missing) > 10 else "")))
@@ -204,9 +208,31 @@ def run(argv):
     except ConfigError as e:
         log(str(e))
         return EXIT_CONFIG
+    stops_with_leader = env("TF_CLUSTER_STOP_WITH_LEADER") == "true"
+    finished = {}
+
+    def leader_finished():
+        """A task (re)started after the leading Job ended has nothing to serve: say so, exit."""
+        if stops_with_leader and not finished:
+            try:
+                cond = leader_condition()
+            except (ConfigError, urllib.error.URLError, OSError, ValueError):
+                cond = ""
+            if cond:
+                finished["leader"] = cond
+        return bool(finished)
+
+    def finished_exit():
+        log("Job %s is already %s; nothing to do" % (env("TF_CLUSTER_LEADER_JOB") or "leader", finished["leader"]))
+        return 0 if finished["leader"] == "Complete" else EXIT_LEADER_FAILED
+
+    if leader_finished():
+        return finished_exit()
     if hosts and env("TF_CLUSTER_WAIT_FOR_PEERS", "true") == "true":
         timeout = float(env("TF_CLUSTER_PEER_TIMEOUT", "600"))
-        missing = wait_for_peers(hosts, timeout)
+        missing = wait_for_peers(hosts, timeout, give_up=leader_finished)
+        if finished:
+            return finished_exit()
         if missing:
             log("gave up after %ds: %d peer(s) never resolved: %s. Check that their pods "
                 "exist (kubectl get pods) and that the headless Service publishes not-ready "
@@ -236,7 +262,7 @@ def run(argv):
     signal.signal(signal.SIGINT, forward)
 
     stop_event = threading.Event()
-    if env("TF_CLUSTER_STOP_WITH_LEADER") == "true":
+    if stops_with_leader:
         def on_finished(cond):
             outcome["leader"] = cond
             stop_child(proc, grace)

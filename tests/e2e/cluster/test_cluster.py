@@ -35,7 +35,7 @@ def api():
 @pytest.fixture
 def ns(namespace_factory_function_scope, request) -> str:
     """A fresh namespace per test (pytest-helm-charts creates it and deletes it, waiting, afterwards)."""
-    digest = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:5]
+    digest = hashlib.sha256(f"{request.node.nodeid}{time.time()}".encode()).hexdigest()[:5]  # unique per run
     name = "e2e-" + re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:36].strip("-") + "-" + digest
     namespace_factory_function_scope(name)
     return name
@@ -92,8 +92,9 @@ def wait_for_log(api, ns, release: str, job_substr: str, index: str, pattern: st
 
 
 def delete_pod(api, ns, name: str) -> None:
+    """`kubectl delete pod` as a user (or a node drain) does it: SIGTERM, then the pod's grace period."""
     from kubernetes import client
-    client.CoreV1Api(api).delete_namespaced_pod(name, ns, grace_period_seconds=0)
+    client.CoreV1Api(api).delete_namespaced_pod(name, ns)
     say(f"deleted pod {name}")
 
 
