@@ -41,6 +41,7 @@ e2e: e2e-up  ## bring the node up (or reuse it), run the cluster scenarios, take
 
 BASE ?= localhost/tf-cluster-base:bookworm
 image: setup  ## build the CPU trainer image; without a registry, make the Debian base locally first
+	@bash images/base/install-builder.sh
 	@if [ "$(BASE)" = "localhost/tf-cluster-base:bookworm" ]; then bash images/base/make-base.sh podman $(BASE); fi
 	$(VENV)/bin/tf-cluster build --variant cpu --base $(BASE)
 

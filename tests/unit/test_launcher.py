@@ -64,6 +64,19 @@ def test_sigterm_is_forwarded_and_the_child_may_finish(tmp_path):
     assert "forwarding to the child" in err
 
 
+def test_a_child_that_ignores_sigterm_is_killed_after_the_stop_grace(tmp_path):
+    """As TensorFlow's coordination service does in multi-worker runs (seen on a real node)."""
+    p = start([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, lambda *a: print('ignored', "
+               "flush=True)); print('up', flush=True); time.sleep(600)"], tmp_path, TF_CLUSTER_STOP_GRACE="1")
+    assert p.stdout.readline().strip() == "up"
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 143  # stopped, not finished: the Job retries the index
+    assert "ignored" in out and "killing it" in err
+    assert 1 <= time.monotonic() - t0 < 10
+
+
 def test_a_killed_child_reports_128_plus_signal(tmp_path):
     p = start([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], tmp_path)
     p.communicate(timeout=30)

@@ -9,7 +9,10 @@ Standard library only, so it runs in any image with Python 3.8+.
    logging the missing ones every few seconds; gives up after
    TF_CLUSTER_PEER_TIMEOUT seconds (exit 4).
 2. Runs the command, forwarding SIGTERM/SIGINT to it (TF can checkpoint in the
-   pod's grace period).
+   pod's grace period); a child still running TF_CLUSTER_STOP_GRACE seconds later is
+   killed and the launcher exits 128+signal. (In multi-worker runs TensorFlow's
+   coordination service catches SIGTERM, so without this a deleted pod trains on
+   until the kubelet's SIGKILL and may even exit 0, as measured on a real node.)
 3. When TF_CLUSTER_STOP_WITH_LEADER=true (ps, ParameterServer workers, the
    evaluator) it polls the leading Job (chief, else worker) through the
    Kubernetes API with the pod's token; when that Job is Complete it stops the
@@ -253,10 +256,21 @@ def run(argv):
     grace = float(env("TF_CLUSTER_STOP_GRACE", "20"))
 
     def forward(signum, _frame):
-        log("got signal %d; forwarding to the child" % signum)
+        log("got signal %d; forwarding to the child (it has %ss to exit)" % (signum, grace))
         outcome.setdefault("signal", signum)
         if proc.poll() is None:
             proc.send_signal(signum)
+            if "timer" not in outcome:  # TF's coordination service catches SIGTERM and trains on: bound it
+                outcome["timer"] = threading.Timer(grace, kill_if_running, args=(signum,))
+                outcome["timer"].daemon = True
+                outcome["timer"].start()
+
+    def kill_if_running(signum):
+        if proc.poll() is None:
+            log("child still running %ss after signal %d (TensorFlow catches SIGTERM in multi-worker "
+                "runs); killing it" % (grace, signum))
+            outcome["killed"] = True
+            proc.kill()
 
     signal.signal(signal.SIGTERM, forward)
     signal.signal(signal.SIGINT, forward)
@@ -278,6 +292,10 @@ def run(argv):
     if outcome.get("leader") == "Failed":
         log("leading Job failed; task stopped (exit %d)" % EXIT_LEADER_FAILED)
         return EXIT_LEADER_FAILED
+    if outcome.get("killed"):
+        rc = 128 + outcome["signal"]  # stopped by the pod's termination, not finished: retry it
+        log("task stopped by signal %d before it finished (exit %d)" % (outcome["signal"], rc))
+        return rc
     if rc < 0:
         rc = 128 - rc
     log("command exited with %d" % rc)

@@ -150,6 +150,10 @@ def start(name: str, argv: list, env: dict | None = None) -> None:
     p = subprocess.Popen([str(a) for a in argv], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                          start_new_session=True, env={**os.environ, **(env or {})}, cwd=STATE)
     (run / f"{name}.pid").write_text(str(p.pid))
+    for _ in range(100):  # until the fork has exec'd (before that its cmdline is ours)
+        if p.poll() is not None or pid_of(name):
+            break
+        time.sleep(0.02)
     say(f"{name} started (pid {p.pid}, log {logs / (name + '.log')})")
 
 
@@ -337,7 +341,10 @@ def ensure_pause_image() -> None:
 
 def import_images(images: list[str]) -> None:
     """Copy images from podman's store into containerd's (what `kind load` does for kind).
-    Tags of one image are imported once and tagged in containerd."""
+    Tags of one image are imported once and tagged in containerd. A tag whose podman image
+    changed since it was imported (a rebuild) is imported again."""
+    record = STATE / "containerd" / "imported.json"
+    imported = json.loads(record.read_text()) if record.exists() else {}
     have = ctr_images()
     by_id: dict[str, list[str]] = {}
     for image in images:
@@ -345,12 +352,12 @@ def import_images(images: list[str]) -> None:
         if p.returncode != 0:
             raise NodeError(f"image {image} is not in podman's store: build it first (make image)")
         by_id.setdefault(p.stdout.strip(), []).append(image)
-    for tags in by_id.values():
-        missing = [t for t in tags if t not in have]
+    for iid, tags in by_id.items():
+        current = [t for t in tags if t in have and imported.get(t) == iid]
+        missing = [t for t in tags if t not in current]
         if not missing:
             continue
-        present = [t for t in tags if t in have]
-        if not present:
+        if not current:
             say(f"importing {missing[0]} into containerd (what `kind load` does) ...")
             t = time.monotonic()
             tar = STATE / "import.tar"
@@ -359,9 +366,13 @@ def import_images(images: list[str]) -> None:
             ctr("images", "import", tar)
             tar.unlink()
             say(f"imported {missing[0]} in {time.monotonic() - t:.0f}s")
-            present, missing = [missing[0]], missing[1:]
+            current, missing = [missing[0]], missing[1:]
         for tag in missing:
-            ctr("images", "tag", present[0], tag)
+            ctr("images", "rm", tag, check=False)
+            ctr("images", "tag", current[0], tag)
+        imported.update({t: iid for t in tags})
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(imported, indent=1, sort_keys=True))
 
 
 def trainer_images() -> list[str]:
@@ -381,8 +392,8 @@ def up_node(ip: str, images: list[str]) -> None:
     import_images([BASE_IMAGE] + images)
     for image in images:  # the chart's default repository is `tf-cluster-trainer` (docker.io/library on kind)
         short = "docker.io/library/" + image.split("/")[-1]
-        if short not in ctr_images():
-            ctr("images", "tag", image, short)
+        ctr("images", "rm", short, check=False)
+        ctr("images", "tag", image, short)
     kcfg = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
         "failCgroupV1": False, "cgroupDriver": "cgroupfs", "failSwapOn": False,

@@ -194,18 +194,22 @@ def test_deleting_a_parameter_server_worker_mid_run_still_completes(api, ns):
 
 def test_deleting_a_mwms_worker_restarts_it_and_training_resumes_from_the_checkpoint(api, ns):
     install(ns, "resume", EX / "mwms-cpu.yaml",
-            sets=("env[0].name=EPOCHS", "env[0].value=6", "env[1].name=STEPS_PER_EPOCH", "env[1].value=60"))
+            # long enough epochs (~5 s here) that the deletion lands mid-run, not after the end
+            sets=("env[0].name=EPOCHS", "env[0].value=15", "env[1].name=STEPS_PER_EPOCH", "env[1].value=300"))
     victim = wait_for_log(api, ns, "resume", "-worker-", "1", r'"epoch": 2,', timeout=600)
     delete_pod(api, ns, victim)
     snap = wait(api, ns, "resume")
     all_complete(snap, api, ns, "resume")
     replacement = [p for p in pods_of(api, ns, "-worker-") if p.metadata.labels[INDEX] == "1"
                    and p.metadata.name != victim and p.status.phase == "Succeeded"]
-    assert replacement, "worker 1 was not replaced"
+    assert replacement, ("worker 1 was not replaced: " + str([(p.metadata.name, p.status.phase) for p in
+                                                             pods_of(api, ns, "-worker-")])
+                         + f" worker Job status: {list(snap.jobs.values())[0].status}")
     text = log(api, ns, replacement[0].metadata.name)
     resumed = [int(e) for e in re.findall(r'TF_CLUSTER_EVENT \{"epoch": (\d+), "event": "resumed"\}', text)]
     assert resumed and resumed[-1] >= 2, text[-3000:]
-    assert '"epoch": 6, "epochs": 6' in text
+    assert '"epoch": 15, "epochs": 15' in text
+    assert (list(snap.jobs.values())[0].status.failed or 0) >= 1  # the deleted pod counted as a failure
     say(f"worker 1 resumed at epoch {resumed[-1]} after its pod was deleted")
 
 
