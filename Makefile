@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 EXAMPLE ?= values-examples/mwms-cpu.yaml
 PYTEST_ARGS ?=
 
-.PHONY: setup test test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench clean
+.PHONY: setup check test test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench clean
 
 setup:  ## venv with pinned deps + pinned helm 4, helm 3, kubectl, helm-docs in .tools/bin
 	@python3 tooling/bootstrap.py
@@ -17,6 +17,10 @@ export TF_CLUSTER_K8S_BIN := $(K8S_BIN)
 
 test: setup e2e-bins  ## the whole suite: chart (Helm 4 and 3), launcher, real TensorFlow, real kube-apiserver
 	$(PY) -m pytest tests --ignore=tests/image -rs $(PYTEST_ARGS)
+
+check:  ## what CI runs: `make test`, then the real-node scenarios (`make e2e`; root, ~15-30 min more)
+	$(MAKE) test
+	$(MAKE) e2e
 
 e2e-bins:  ## kube-apiserver built from the Kubernetes Go modules (cached; ~5 min cold) + Debian's etcd
 	@bash tests/e2e/apiserver/build.sh $(K8S_BIN)
@@ -36,7 +40,7 @@ e2e-status:
 	$(NODE) status
 
 e2e: e2e-up  ## bring the node up (or reuse it), run the cluster scenarios, take it down unless KEEP=1
-	TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) $(PY) -m pytest tests/e2e/cluster -rs -s $(PYTEST_ARGS); \
+	TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 $(PYTEST_ARGS); \
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc
 
 BASE ?= localhost/tf-cluster-base:bookworm

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import render
+from rendering import render
 from tf_cluster import ROOT, manifests
 from tf_cluster.local import LocalCluster
 
@@ -17,7 +17,7 @@ FAST = {"env": [{"name": "EPOCHS", "value": "3"}, {"name": "STEPS_PER_EPOCH", "v
 
 
 def cluster(tmp_path: Path, values_file: Path, extra: dict | None = None, on_line=None) -> LocalCluster:
-    from conftest import deep_merge
+    from rendering import deep_merge
     import yaml
     values = deep_merge(yaml.safe_load(values_file.read_text()), extra or FAST)
     docs = render(values)

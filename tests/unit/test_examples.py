@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from conftest import EXAMPLES
+from rendering import EXAMPLES
 from tf_cluster import CHART, helm, validate
 
 

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import pods, render, render_text
+from rendering import pods, render, render_text
 from tf_cluster import helm
 from tf_cluster.errors import RenderError
 

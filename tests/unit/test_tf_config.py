@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conftest import pods, render
+from rendering import pods, render
 
 PS = {"strategy": "parameterServer",
       "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 3}, "ps": {"replicas": 2},

@@ -198,7 +198,9 @@ RELEASE_KINDS = ("Job", "Pod", "Service", "ConfigMap", "ServiceAccount", "Persis
 
 
 def release_objects(api, namespace: str, release: str) -> list[str]:
-    """Every namespaced object of the release (by its instance label), as `Kind/name`."""
+    """Every namespaced object of the release (by its instance label), as `Kind/name`. An object already
+    being deleted (deletionTimestamp set, e.g. a claim held by the pvc-protection finalizer until the
+    controller-manager releases it) is not counted: `helm uninstall` has done its part for it."""
     from kubernetes import client
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
     listers = {"Job": client.BatchV1Api(api).list_namespaced_job, "Pod": core.list_namespaced_pod,
@@ -210,4 +212,5 @@ def release_objects(api, namespace: str, release: str) -> list[str]:
                "Deployment": client.AppsV1Api(api).list_namespaced_deployment}
     sel = f"{INSTANCE}={release}"
     return sorted(f"{kind}/{o.metadata.name}" for kind in RELEASE_KINDS
-                  for o in listers[kind](namespace, label_selector=sel).items)
+                  for o in listers[kind](namespace, label_selector=sel).items
+                  if o.metadata.deletion_timestamp is None)

@@ -181,14 +181,18 @@ def test_parameter_server_with_evaluator_stops_by_itself(api, ns):
 
 
 def test_deleting_a_parameter_server_worker_mid_run_still_completes(api, ns):
-    install(ns, "psw", EX / "parameter-server.yaml", sets=("env[0].name=EPOCHS", "env[0].value=4"))
+    install(ns, "psw", EX / "parameter-server.yaml",  # long enough that the deletion lands mid-run
+            sets=("env[0].name=EPOCHS", "env[0].value=8", "env[1].name=STEPS_PER_EPOCH", "env[1].value=50"))
     victim = wait_for_log(api, ns, "psw", "-worker-", "1", r"serving worker:1", timeout=600)
-    wait_for_log(api, ns, "psw", "-chief-", "0", r"TF_CLUSTER_PROGRESS", timeout=600)
+    chief = wait_for_log(api, ns, "psw", "-chief-", "0", r"TF_CLUSTER_PROGRESS", timeout=600)
     delete_pod(api, ns, victim)
+    at = max(map(int, re.findall(r'"epoch": (\d+)', log(api, ns, chief))))
+    say(f"deleted worker 1 while the chief was at epoch {at}/8")
     snap = wait(api, ns, "psw")
     all_complete(snap, api, ns, "psw")
     names = [p.metadata.name for p in pods_of(api, ns, "-worker-") if p.metadata.labels[INDEX] == "1"]
     assert names and victim not in names, "worker 1 was replaced by a new pod"
+    assert at < 8 and '"epoch": 8, "epochs": 8' in log(api, ns, chief)
     no_running_pods(api, ns)
 
 
