@@ -39,8 +39,9 @@ e2e-down:  ## stop the node, remove its pods and state (built binaries and impor
 e2e-status:
 	$(NODE) status
 
-e2e: e2e-up  ## bring the node up (or reuse it), run the cluster scenarios, take it down unless KEEP=1
-	TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 $(PYTEST_ARGS); \
+e2e: image  ## bring the node up (or reuse it), run the cluster scenarios, take it down unless KEEP=1 (also when up fails)
+	$(NODE) up && TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) \
+	  $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 $(PYTEST_ARGS); \
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc
 
 BASE ?= localhost/tf-cluster-base:bookworm
