@@ -5,7 +5,7 @@
 # Cached outside the repo: a second run only checks that the binaries are there.
 #   tests/e2e/cluster/build.sh [component ...]    (default: all)
 #   components: kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns
-#               local-path-provisioner pause debs
+#               local-path-provisioner pause etcd debs (etcd, containerd, runc, CNI, iptables, conntrack)
 set -euo pipefail
 K8S_VERSION=${K8S_VERSION:-1.35.4}          # k8s.io/kubernetes v1.X.Y <-> staging modules v0.X.Y
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.7}
@@ -17,12 +17,19 @@ mkdir -p "$out"
 want=("$@"); [ ${#want[@]} -gt 0 ] || want=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns local-path-provisioner pause debs)
 log() { echo "[e2e-build] $*" >&2; }
 need_go() { command -v go >/dev/null || { log "Go is needed to build $1 (install golang)"; exit 1; }; }
+apt_install() {  # Debian packages, as root; retried once after `apt-get update`
+  [ $# -gt 0 ] || return 0
+  [ "$(id -u)" = 0 ] || { log "missing Debian packages: sudo apt-get install $*"; exit 1; }
+  log "installing from Debian: $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
+}
 
 k8s=(); other=()
 for c in "${want[@]}"; do
   case $c in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy) [ -x "$out/$c" ] || k8s+=("$c");;
-    coredns|local-path-provisioner|pause|debs) other+=("$c");;
+    coredns|local-path-provisioner|pause|etcd|debs) other+=("$c");;
     *) log "unknown component '$c'"; exit 2;;
   esac
 done
@@ -72,6 +79,8 @@ for c in "${other[@]}"; do
         log "building the pause binary"
         CGO_ENABLED=0 go build -ldflags "-s -w" -o "$out/pause" "$here/pause/pause.go"
       fi;;
+    etcd)
+      command -v etcd >/dev/null || apt_install etcd-server;;
     debs)
       pkgs=()
       command -v etcd >/dev/null || pkgs+=(etcd-server)
@@ -80,12 +89,7 @@ for c in "${other[@]}"; do
       [ -x /usr/lib/cni/bridge ] || [ -x /usr/libexec/cni/bridge ] || pkgs+=(containernetworking-plugins)
       command -v iptables >/dev/null || pkgs+=(iptables)
       command -v conntrack >/dev/null || pkgs+=(conntrack)
-      if [ ${#pkgs[@]} -gt 0 ]; then
-        [ "$(id -u)" = 0 ] || { log "missing Debian packages: sudo apt-get install ${pkgs[*]}"; exit 1; }
-        log "installing from Debian: ${pkgs[*]}"
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null 2>&1 \
-          || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" >/dev/null; }
-      fi;;
+      apt_install ${pkgs[@]+"${pkgs[@]}"};;
   esac
 done
 echo "$out"
