@@ -197,10 +197,10 @@ RELEASE_KINDS = ("Job", "Pod", "Service", "ConfigMap", "ServiceAccount", "Persis
                  "RoleBinding", "NetworkPolicy", "Deployment")
 
 
-def release_objects(api, namespace: str, release: str) -> list[str]:
-    """Every namespaced object of the release (by its instance label), as `Kind/name`. An object already
-    being deleted (deletionTimestamp set, e.g. a claim held by the pvc-protection finalizer until the
-    controller-manager releases it) is not counted: `helm uninstall` has done its part for it."""
+def release_objects(api, namespace: str, release: str, *, count_terminating: bool = True) -> list[str]:
+    """Every namespaced object of the release (by its instance label), as `Kind/name`.
+    `count_terminating=False` leaves out objects already being deleted (deletionTimestamp set): for an
+    API server without a controller-manager, where a claim's pvc-protection finalizer is never released."""
     from kubernetes import client
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
     listers = {"Job": client.BatchV1Api(api).list_namespaced_job, "Pod": core.list_namespaced_pod,
@@ -213,4 +213,4 @@ def release_objects(api, namespace: str, release: str) -> list[str]:
     sel = f"{INSTANCE}={release}"
     return sorted(f"{kind}/{o.metadata.name}" for kind in RELEASE_KINDS
                   for o in listers[kind](namespace, label_selector=sel).items
-                  if o.metadata.deletion_timestamp is None)
+                  if count_terminating or o.metadata.deletion_timestamp is None)
