@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from rendering import EXAMPLES, render
+from rendering import EXAMPLES, render, render_text
 
 PS_EVAL = next(p for p in EXAMPLES if p.stem == "parameter-server-evaluator")
 
@@ -68,7 +68,6 @@ def test_role_is_read_only_and_limited_to_the_leading_job():
 
 
 def test_a_changed_training_spec_is_a_new_run_and_an_unchanged_one_the_same_bytes():
-    from rendering import render_text
     base = example(PS_EVAL)
     names = lambda docs: sorted(d["metadata"]["name"] for d in docs if d["kind"] == "Job")  # noqa: E731
     same = render(base)
@@ -90,7 +89,6 @@ def psscheck(manifest: str):
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_every_pod_template_passes_pod_security_restricted(path, helm_major):
     """Checked by Kubernetes' own PodSecurity evaluator (k8s.io/pod-security-admission)."""
-    from rendering import render_text
     values = {**example(path), "tensorboard": {**example(path).get("tensorboard", {}), "enabled": True},
               "storage": {**example(path).get("storage", {}), "logs": {"type": "pvc"}}}
     proc = psscheck(render_text(values, helm_major=helm_major))
@@ -99,14 +97,12 @@ def test_every_pod_template_passes_pod_security_restricted(path, helm_major):
 
 
 def test_the_policy_check_rejects_a_weakened_pod():
-    from rendering import render_text
     proc = psscheck(render_text({"securityContext": {"allowPrivilegeEscalation": True}}))
     assert proc.returncode == 1
     assert "allowPrivilegeEscalation != false" in proc.stdout
 
 
 def test_argocd_application_example_renders_with_sync_wave():
-    from rendering import render
     from tf_cluster import ROOT
     app = yaml.safe_load((ROOT / "values-examples" / "argocd" / "application.yaml").read_text())
     values = app["spec"]["source"]["helm"]["valuesObject"]
@@ -116,7 +112,6 @@ def test_argocd_application_example_renders_with_sync_wave():
 
 
 def test_per_role_job_policy_overrides():
-    from rendering import render
     values = {"strategy": "parameterServer", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "ps": {"replicas": 1}},
               "job": {"activeDeadlineSeconds": 3600}, "jobPolicies": {"ps": {"backoffLimitPerIndex": 0, "ttlSecondsAfterFinished": 60}}}
     jobs = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"] for d in render(values) if d["kind"] == "Job"}
