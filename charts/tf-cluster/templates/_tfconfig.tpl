@@ -1,8 +1,9 @@
 {{/*
 TF_CONFIG — the one place it is computed.
 
-The `cluster` part is the same for every pod of a release: each training role
-(chief, worker, ps; never evaluator, never master) lists
+The `cluster` part is the same for every pod of a release: each role with the
+`inCluster` trait (files/roles.yaml: chief, worker, ps; never the evaluator, never
+master) lists
   <job>-<i>.<fullname>:<port>
 for i in 0..replicas-1, i.e. the pod hostname the Indexed Job controller gives
 index i, under the headless Service <fullname> (the pods' subdomain). That short
@@ -23,7 +24,7 @@ refers to it as $(TF_TASK_INDEX) (Kubernetes dependent environment variables).
 {{- $domain = printf "%s.%s.svc.%s" $domain $ctx.Release.Namespace $ctx.Values.tfConfig.clusterDomain -}}
 {{- end -}}
 {{- $out := list -}}
-{{- range $i := until (int (index $ctx.Values.roles .role).replicas) -}}
+{{- range $i := until (int (include "tf-cluster.replicas" .)) -}}
 {{- $out = append $out (printf "%s-%d.%s:%v" $job $i $domain $ctx.Values.port) -}}
 {{- end -}}
 {{- toJson $out -}}
@@ -33,23 +34,20 @@ refers to it as $(TF_TASK_INDEX) (Kubernetes dependent environment variables).
 {{- define "tf-cluster.clusterSpec" -}}
 {{- $ctx := . -}}
 {{- $spec := dict -}}
-{{- range $role := splitList " " (include "tf-cluster.trainingRoles" .) -}}
-{{- if gt (int (index $ctx.Values.roles $role).replicas) 0 -}}
+{{- range $role := splitList " " (include "tf-cluster.rolesWith" (dict "context" $ctx "trait" "inCluster")) -}}
+{{- if gt (int (include "tf-cluster.replicas" (dict "context" $ctx "role" $role))) 0 -}}
 {{- $_ := set $spec $role (include "tf-cluster.roleAddresses" (dict "context" $ctx "role" $role) | fromJsonArray) -}}
 {{- end -}}
 {{- end -}}
 {{- toJson $spec -}}
 {{- end -}}
 
-{{/* Number of training tasks (chief + worker + ps). */}}
-{{- define "tf-cluster.trainingTaskCount" -}}
-{{- add (int .Values.roles.chief.replicas) (int .Values.roles.worker.replicas) (int .Values.roles.ps.replicas) -}}
-{{- end -}}
-
 {{/* "true" when a role's pods get TF_CONFIG: always in a multi-task cluster; for a
-     single training task only with tfConfig.alwaysSet; the evaluator always gets one. */}}
+     single training task only with tfConfig.alwaysSet; a role outside the cluster
+     (the evaluator) always gets one. */}}
 {{- define "tf-cluster.setsTfConfig" -}}
-{{- if or (eq .role "evaluator") .context.Values.tfConfig.alwaysSet (gt (int (include "tf-cluster.trainingTaskCount" .context)) 1) -}}true{{- end -}}
+{{- $traits := include "tf-cluster.traits" . | fromJson -}}
+{{- if or (not $traits.inCluster) .context.Values.tfConfig.alwaysSet (gt (int (include "tf-cluster.trainingTaskCount" .context)) 1) -}}true{{- end -}}
 {{- end -}}
 
 {{/* TF_CONFIG of one role's pods, with the index left as $(TF_TASK_INDEX). */}}
@@ -60,7 +58,8 @@ refers to it as $(TF_TASK_INDEX) (Kubernetes dependent environment variables).
 {{/*
 Linux caps one environment string ("NAME=value\0") at 131072 bytes
 (MAX_ARG_STRLEN); past it the container cannot start (E2BIG). Fail at render
-time with advice instead.
+time with advice instead. Measured on the evaluator's TF_CONFIG: the longest task
+type, with the whole training cluster.
 */}}
 {{- define "tf-cluster.tfConfigSizeCheck" -}}
 {{- $limit := 131072 -}}

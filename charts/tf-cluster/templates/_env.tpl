@@ -1,0 +1,98 @@
+{{/*
+The environment contract of a training container: what the launcher reads
+(TF_CLUSTER_*), TF_CONFIG, storage paths (incl. Vertex-style AIP_*), threads
+from the CPU limit and the legacy TF1 variables. A name the user sets in `env`
+replaces the chart's (no duplicate keys: Helm 4 rejects them); a role's `env`
+wins over the top-level `env`.
+Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
+       ($role: the role's effective settings, include "tf-cluster.role")
+*/}}
+{{- define "tf-cluster.env" -}}
+{{- $ctx := .context -}}
+{{- $v := $ctx.Values -}}
+{{- $roleName := .role -}}
+{{- $r := dict "context" $ctx "role" $roleName -}}
+{{- $traits := include "tf-cluster.traits" $r | fromJson -}}
+{{- $roleEnv := default list .spec.env -}}
+{{- $userEnv := concat (default list $v.env) $roleEnv -}}
+{{- $userNames := dict -}}
+{{- range $userEnv -}}{{- $_ := set $userNames .name true -}}{{- end -}}
+{{- $leader := include "tf-cluster.leaderRole" $ctx -}}
+{{- $ckpt := $v.storage.checkpoints.mountPath -}}
+{{- $env := list
+  (dict "name" "TF_TASK_INDEX" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-completion-index']")))
+  (dict "name" "TF_CLUSTER_ROLE" "value" $roleName)
+  (dict "name" "TF_CLUSTER_NAMESPACE" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.namespace")))
+  (dict "name" "TF_CLUSTER_LEADER_JOB" "value" (include "tf-cluster.jobName" (dict "context" $ctx "role" $leader)))
+  (dict "name" "TF_CLUSTER_STOP_WITH_LEADER" "value" (ternary "true" "false" (eq (include "tf-cluster.stopsWithLeader" $r) "true")))
+  (dict "name" "TF_CLUSTER_WAIT_FOR_PEERS" "value" (ternary "true" "false" $traits.waitsForPeers))
+  (dict "name" "TF_CLUSTER_PEER_TIMEOUT" "value" (toString $v.launcher.peerTimeoutSeconds))
+  (dict "name" "TF_CLUSTER_POLL_SECONDS" "value" (toString $v.launcher.pollSeconds))
+  (dict "name" "TF_CLUSTER_STOP_GRACE" "value" (toString $v.launcher.stopGraceSeconds))
+  (dict "name" "TF_CLUSTER_STRATEGY" "value" $v.strategy)
+  (dict "name" "TF_USE_LEGACY_KERAS" "value" "1")
+  (dict "name" "PYTHONUNBUFFERED" "value" "1")
+  (dict "name" "HOME" "value" "/tmp")
+-}}
+{{- if include "tf-cluster.setsTfConfig" $r -}}
+{{- $env = append $env (dict "name" "TF_CONFIG" "value" (include "tf-cluster.tfConfig" $r)) -}}
+{{- end -}}
+{{- if ne $v.storage.data.type "none" -}}
+{{- $env = append $env (dict "name" "DATA_DIR" "value" $v.storage.data.mountPath) -}}
+{{- end -}}
+{{- if ne $v.storage.checkpoints.type "none" -}}
+{{- $env = concat $env (list
+  (dict "name" "MODEL_DIR" "value" (printf "%s/model" $ckpt))
+  (dict "name" "CHECKPOINT_DIR" "value" (printf "%s/checkpoints" $ckpt))
+  (dict "name" "AIP_MODEL_DIR" "value" (printf "%s/model" $ckpt))
+  (dict "name" "AIP_CHECKPOINT_DIR" "value" (printf "%s/checkpoints" $ckpt))) -}}
+{{- end -}}
+{{- if ne $v.storage.logs.type "none" -}}
+{{- $env = concat $env (list
+  (dict "name" "LOG_DIR" "value" $v.storage.logs.mountPath)
+  (dict "name" "AIP_TENSORBOARD_LOG_DIR" "value" $v.storage.logs.mountPath)) -}}
+{{- end -}}
+{{- if or $v.code.files $v.code.existingConfigMap -}}
+{{- $env = append $env (dict "name" "CODE_DIR" "value" $v.code.mountPath) -}}
+{{- end -}}
+{{- if $v.threads.fromCpuLimit -}}
+{{- /* TF_NUM_INTEROP_THREADS is set by the launcher to max(2, intra-op): 1 deadlocks ParameterServer fit (measured, TF 2.21). */ -}}
+{{- range $name := list "TF_NUM_INTRAOP_THREADS" "OMP_NUM_THREADS" -}}
+{{- $env = append $env (dict "name" $name "valueFrom" (dict "resourceFieldRef" (dict "containerName" "tensorflow" "resource" "limits.cpu" "divisor" "1"))) -}}
+{{- end -}}
+{{- end -}}
+{{- if $v.legacyTF1.env -}}
+{{- $env = concat $env (list
+  (dict "name" "PS_HOSTS" "value" (include "tf-cluster.hostList" (dict "context" $ctx "role" "ps")))
+  (dict "name" "WORKER_HOSTS" "value" (include "tf-cluster.hostList" (dict "context" $ctx "role" "worker")))
+  (dict "name" "JOB_NAME" "value" $roleName)
+  (dict "name" "TASK_INDEX" "value" "$(TF_TASK_INDEX)")) -}}
+{{- if gt (int (include "tf-cluster.replicas" (dict "context" $ctx "role" "chief"))) 0 -}}
+{{- $env = append $env (dict "name" "CHIEF_HOSTS" "value" (include "tf-cluster.hostList" (dict "context" $ctx "role" "chief"))) -}}
+{{- end -}}
+{{- end -}}
+{{- $out := list -}}
+{{- range $env -}}
+{{- if or (eq .name "TF_TASK_INDEX") (not (hasKey $userNames .name)) -}}
+{{- $out = append $out . -}}
+{{- end -}}
+{{- end -}}
+{{- $roleNames := dict -}}
+{{- range $roleEnv -}}{{- $_ := set $roleNames .name true -}}{{- end -}}
+{{- range (default list $v.env) -}}
+{{- if not (hasKey $roleNames .name) -}}{{- $out = append $out . -}}{{- end -}}
+{{- end -}}
+{{- $out = concat $out $roleEnv -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* Legacy TF1 between-graph flags (TF1's own names: --ps_hosts, --worker_hosts), as a JSON list. */}}
+{{- define "tf-cluster.legacyFlags" -}}
+{{- $ctx := .context -}}
+{{- $flags := list
+  (printf "--ps_hosts=%s" (include "tf-cluster.hostList" (dict "context" $ctx "role" "ps")))
+  (printf "--worker_hosts=%s" (include "tf-cluster.hostList" (dict "context" $ctx "role" "worker")))
+  (printf "--job_name=%s" .role)
+  "--task_index=$(TF_TASK_INDEX)" -}}
+{{- toJson $flags -}}
+{{- end -}}

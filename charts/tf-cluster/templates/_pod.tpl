@@ -1,0 +1,105 @@
+{{/*
+The pod template of a role's Job: metadata, scheduling, the `tensorflow`
+container (the launcher around the role's command) and its volumes. The
+container's environment is _env.tpl's, its volumes _storage.tpl's.
+Usage: include "tf-cluster.podTemplate" (dict "context" $ "role" "worker" "policy" $policy)
+*/}}
+{{- define "tf-cluster.podTemplate" -}}
+{{- $ctx := .context -}}
+{{- $v := $ctx.Values -}}
+{{- $roleName := .role -}}
+{{- $r := dict "context" $ctx "role" $roleName -}}
+{{- $role := include "tf-cluster.role" $r | fromJson -}}
+{{- $traits := include "tf-cluster.traits" $r | fromJson -}}
+{{- $stops := include "tf-cluster.stopsWithLeader" $r -}}
+metadata:
+  labels:
+    {{- include "tf-cluster.componentSelectorLabels" (dict "context" $ctx "component" $roleName) | nindent 4 }}
+    tf-cluster.io/run: {{ default "none" (include "tf-cluster.runSuffix" $ctx) | quote }}
+    {{- with $role.podLabels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+  annotations:
+    checksum/launcher: {{ $ctx.Files.Get "files/launcher.py" | sha256sum | trunc 16 }}
+    {{- with (merge (deepCopy (default dict $role.podAnnotations)) (deepCopy (default dict $v.podAnnotations))) }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+spec:
+  subdomain: {{ include "tf-cluster.fullname" $ctx }}
+  restartPolicy: Never
+  serviceAccountName: {{ include "tf-cluster.serviceAccountName" $ctx }}
+  automountServiceAccountToken: {{ if $stops }}true{{ else }}false{{ end }}
+  enableServiceLinks: false
+  terminationGracePeriodSeconds: {{ int .policy.terminationGracePeriodSeconds }}
+  {{- with $role.priorityClassName }}
+  priorityClassName: {{ . }}
+  {{- end }}
+  {{- with $role.schedulerName }}
+  schedulerName: {{ . }}
+  {{- end }}
+  {{- with $v.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- toYaml $v.podSecurityContext | nindent 4 }}
+  {{- with $role.nodeSelector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $role.affinity }}
+  affinity:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $role.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with $role.topologySpreadConstraints }}
+  topologySpreadConstraints:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  containers:
+    - name: tensorflow
+      {{- include "tf-cluster.image" (dict "context" $ctx "override" $role.image) | nindent 6 }}
+      command:
+        - {{ $v.launcher.python }}
+        - /opt/tf-cluster/launcher/launcher.py
+        - --
+        {{- toYaml (default $v.command $role.command) | nindent 8 }}
+      {{- $args := default $v.args $role.args -}}
+      {{- if $v.legacyTF1.flags }}
+      {{- $args = concat $args (include "tf-cluster.legacyFlags" $r | fromJsonArray) }}
+      {{- end }}
+      {{- with $args }}
+      args:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      env:
+        {{- include "tf-cluster.env" (dict "context" $ctx "role" $roleName "spec" $role) | nindent 8 }}
+      {{- with (concat (default list $v.envFrom) (default list $role.envFrom)) }}
+      envFrom:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      {{- if $traits.port }}
+      ports:
+        - name: tf
+          containerPort: {{ $v.port }}
+          protocol: TCP
+      {{- end }}
+      {{- $resources := deepCopy (default dict $role.resources) -}}
+      {{- with $role.gpus }}
+      {{- $_ := set $resources "limits" (merge (default dict $resources.limits) .) }}
+      {{- $_ := set $resources "requests" (merge (default dict $resources.requests) .) }}
+      {{- end }}
+      {{- with $resources }}
+      resources:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      securityContext:
+        {{- toYaml $v.securityContext | nindent 8 }}
+      volumeMounts:
+        {{- include "tf-cluster.volumeMounts" $ctx | nindent 8 }}
+  volumes:
+    {{- include "tf-cluster.volumes" $ctx | nindent 4 }}
+{{- end -}}

@@ -1,0 +1,82 @@
+{{/*
+Shared storage: the `data`, `checkpoints` and `logs` volumes (storage.<volume>.type:
+emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code.
+*/}}
+
+{{/* The storage volumes, in mount order. */}}
+{{- define "tf-cluster.storageVolumes" -}}data checkpoints logs{{- end -}}
+
+{{/* Claim of a storage volume: `<fullname>-<volume>` for `pvc`, the named claim for
+     `existingClaim`, empty otherwise. Usage: include "tf-cluster.claimName" (dict "context" $ "volume" "logs") */}}
+{{- define "tf-cluster.claimName" -}}
+{{- $cfg := index .context.Values.storage .volume -}}
+{{- if eq $cfg.type "pvc" -}}
+{{- printf "%s-%s" (include "tf-cluster.fullname" .context) .volume -}}
+{{- else if eq $cfg.type "existingClaim" -}}
+{{- $cfg.existingClaim -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Mounts shared by training pods. */}}
+{{- define "tf-cluster.volumeMounts" -}}
+- name: tmp
+  mountPath: /tmp
+- name: launcher
+  mountPath: /opt/tf-cluster/launcher
+  readOnly: true
+{{- range $vol := splitList " " (include "tf-cluster.storageVolumes" .) }}
+{{- $cfg := index $.Values.storage $vol }}
+{{- if ne $cfg.type "none" }}
+- name: {{ $vol }}
+  mountPath: {{ $cfg.mountPath }}
+  {{- if $cfg.readOnly }}
+  readOnly: true
+  {{- end }}
+{{- end }}
+{{- end }}
+{{- if or .Values.code.files .Values.code.existingConfigMap }}
+- name: code
+  mountPath: {{ .Values.code.mountPath }}
+  readOnly: true
+{{- end }}
+{{- if .Values.shmSize }}
+- name: dshm
+  mountPath: /dev/shm
+{{- end }}
+{{- end -}}
+
+{{/* Volumes shared by training pods. */}}
+{{- define "tf-cluster.volumes" -}}
+{{- $fullname := include "tf-cluster.fullname" . -}}
+- name: tmp
+  emptyDir: {}
+- name: launcher
+  configMap:
+    name: {{ $fullname }}-launcher
+{{- range $vol := splitList " " (include "tf-cluster.storageVolumes" .) }}
+{{- $cfg := index $.Values.storage $vol }}
+{{- if eq $cfg.type "emptyDir" }}
+- name: {{ $vol }}
+  emptyDir: {}
+{{- else if has $cfg.type (list "pvc" "existingClaim") }}
+- name: {{ $vol }}
+  persistentVolumeClaim:
+    claimName: {{ include "tf-cluster.claimName" (dict "context" $ "volume" $vol) }}
+{{- end }}
+{{- end }}
+{{- if .Values.code.files }}
+- name: code
+  configMap:
+    name: {{ $fullname }}-code
+{{- else if .Values.code.existingConfigMap }}
+- name: code
+  configMap:
+    name: {{ .Values.code.existingConfigMap }}
+{{- end }}
+{{- if .Values.shmSize }}
+- name: dshm
+  emptyDir:
+    medium: Memory
+    sizeLimit: {{ .Values.shmSize }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,69 @@
+{{/*
+Render-time validation: the rules the schema cannot say. Every message names the
+value and says what to do. validate.yaml includes it, so it runs on every render
+and nothing renders on failure (Helm renders every template before it prints any).
+*/}}
+{{- define "tf-cluster.validate" -}}
+{{- $v := .Values -}}
+{{- $ctx := . -}}
+{{- range $row := include "tf-cluster.roleTable" . | fromJsonArray -}}
+{{- $n := int (include "tf-cluster.replicas" (dict "context" $ctx "role" $row.name)) -}}
+{{- if and (gt (int $row.maxReplicas) 0) (gt $n (int $row.maxReplicas)) -}}
+{{- fail (printf "roles.%s.replicas=%d: %s" $row.name $n $row.tooMany) -}}
+{{- end -}}
+{{- end -}}
+{{- $chief := int (include "tf-cluster.replicas" (dict "context" . "role" "chief")) -}}
+{{- $worker := int (include "tf-cluster.replicas" (dict "context" . "role" "worker")) -}}
+{{- $ps := int (include "tf-cluster.replicas" (dict "context" . "role" "ps")) -}}
+{{- if eq (int (include "tf-cluster.trainingTaskCount" .)) 0 -}}
+{{- fail "roles: no training task (roles.chief, roles.worker and roles.ps all have replicas 0); set roles.worker.replicas (or roles.chief.replicas) to at least 1" -}}
+{{- end -}}
+{{- $leader := include "tf-cluster.leaderRole" . -}}
+{{- if eq (int (include "tf-cluster.replicas" (dict "context" . "role" $leader))) 0 -}}
+{{- fail "roles: no chief and no worker; the run ends when the leading Job (the chief's, else the workers') ends. Set roles.worker.replicas (or roles.chief.replicas) to at least 1" -}}
+{{- end -}}
+{{- if eq $v.strategy "multiWorkerMirrored" -}}
+{{- if gt $ps 0 -}}
+{{- fail (printf "roles.ps.replicas=%d: strategy multiWorkerMirrored has no parameter servers; set roles.ps.replicas to 0, or use strategy: parameterServer" $ps) -}}
+{{- end -}}
+{{- else if eq $v.strategy "parameterServer" -}}
+{{- if ne $chief 1 -}}
+{{- fail (printf "roles.chief.replicas=%d: strategy parameterServer needs exactly one chief (the coordinator); set roles.chief.replicas to 1" $chief) -}}
+{{- end -}}
+{{- if lt $worker 1 -}}
+{{- fail "roles.worker.replicas=0: strategy parameterServer needs at least one worker; set roles.worker.replicas to 1 or more" -}}
+{{- end -}}
+{{- if lt $ps 1 -}}
+{{- fail "roles.ps.replicas=0: strategy parameterServer needs at least one parameter server; set roles.ps.replicas to 1 or more" -}}
+{{- end -}}
+{{- end -}}
+{{- $fullname := include "tf-cluster.fullname" . -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname) -}}
+{{- fail (printf "fullname %q (from the release name or fullnameOverride) is not a valid DNS-1035 label: use lowercase letters, digits and '-', starting with a letter" $fullname) -}}
+{{- end -}}
+{{- $suffix := include "tf-cluster.runSuffix" . -}}
+{{- if and $suffix (not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $suffix)) -}}
+{{- fail (printf "run.suffix=%q: use auto, none, or lowercase letters, digits and '-'" $suffix) -}}
+{{- end -}}
+{{- range $role := splitList " " (include "tf-cluster.roles" .) -}}
+{{- $n := int (include "tf-cluster.replicas" (dict "context" $ctx "role" $role)) -}}
+{{- if gt $n 0 -}}
+{{- $host := printf "%s-%d" (include "tf-cluster.jobName" (dict "context" $ctx "role" $role)) (sub $n 1) -}}
+{{- if gt (len $host) 63 -}}
+{{- fail (printf "pod hostname %q is %d characters, over the 63 allowed in a DNS label: shorten the release name or set fullnameOverride (now %q, %d characters) to at most %d characters" $host (len $host) $fullname (len $fullname) (sub (len $fullname) (sub (len $host) 63))) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.code.existingConfigMap $v.code.files -}}
+{{- fail "code: set either code.files or code.existingConfigMap, not both" -}}
+{{- end -}}
+{{- range $vol, $cfg := $v.storage -}}
+{{- if and (eq $cfg.type "existingClaim") (not $cfg.existingClaim) -}}
+{{- fail (printf "storage.%s.type=existingClaim needs storage.%s.existingClaim (the PVC's name)" $vol $vol) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.tensorboard.enabled (eq $v.storage.logs.type "none") -}}
+{{- fail "tensorboard.enabled=true needs a logs volume: set storage.logs.type to pvc or existingClaim" -}}
+{{- end -}}
+{{- include "tf-cluster.tfConfigSizeCheck" . -}}
+{{- end -}}
