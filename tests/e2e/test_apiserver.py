@@ -107,9 +107,8 @@ def namespace(apiserver, request):
     return name
 
 
-def helm_cmd(apiserver, major, *args):
-    return subprocess.run([helm.helm_binary(major), "--kubeconfig", str(apiserver["kubeconfig"]), *args],
-                          capture_output=True, text=True)
+def helm_in(apiserver, major: str, namespace: str) -> helm.Helm:
+    return helm.Helm(major, kubeconfig=apiserver["kubeconfig"], namespace=namespace)
 
 
 def job_names(api, namespace):
@@ -121,20 +120,20 @@ def job_names(api, namespace):
 def test_install_upgrade_uninstall(apiserver, namespace, major):
     api = apiserver["api"]
     rel = "ps"
-    r = helm_cmd(apiserver, major, "install", rel, str(CHART), "-n", namespace, "-f", str(PS_EXAMPLE))
+    h, values = helm_in(apiserver, major, namespace), helm.Values.of([PS_EXAMPLE])
+    r = h.install(rel, values)
     assert r.returncode == 0, r.stderr
     first = job_names(api, namespace)
     assert [n.rsplit("-", 1)[0] for n in first] == ["ps-tf-cluster-chief", "ps-tf-cluster-ps", "ps-tf-cluster-worker"]
     # unchanged values: same Jobs
-    assert helm_cmd(apiserver, major, "upgrade", rel, str(CHART), "-n", namespace, "-f", str(PS_EXAMPLE)).returncode == 0
+    assert h.upgrade(rel, values).returncode == 0
     assert job_names(api, namespace) == first
     # changed training spec: a new run, no immutable-field error, the old run's Jobs gone
-    r = helm_cmd(apiserver, major, "upgrade", rel, str(CHART), "-n", namespace, "-f", str(PS_EXAMPLE),
-                 "--set-string", "env[0].name=EPOCHS,env[0].value=9")
+    r = h.upgrade(rel, values.plus(helm.Values(set_string=("env[0].name=EPOCHS,env[0].value=9",))))
     assert r.returncode == 0, r.stderr
     second = job_names(api, namespace)
     assert len(second) == 3 and set(second).isdisjoint(first)
-    r = helm_cmd(apiserver, major, "uninstall", rel, "-n", namespace)
+    r = h.uninstall(rel)
     assert r.returncode == 0, r.stderr
     # no controller-manager here: a deleted claim stays Terminating (pvc-protection), so it counts as gone
     assert kube.release_objects(api, namespace, rel, count_terminating=False) == []
@@ -142,9 +141,9 @@ def test_install_upgrade_uninstall(apiserver, namespace, major):
 
 def test_fixed_job_names_show_why_runs_are_hashed(apiserver, namespace):
     """With run.suffix=none, changing the pod template is an immutable-field error, as documented."""
-    base = ["-n", namespace, "-f", str(PS_EXAMPLE), "--set", "run.suffix=none"]
-    assert helm_cmd(apiserver, "4", "install", "fixed", str(CHART), *base).returncode == 0
-    r = helm_cmd(apiserver, "4", "upgrade", "fixed", str(CHART), *base, "--set-string", "env[0].value=9")
+    h, base = helm_in(apiserver, "4", namespace), helm.Values.of([PS_EXAMPLE], set=["run.suffix=none"])
+    assert h.install("fixed", base).returncode == 0
+    r = h.upgrade("fixed", base.plus(helm.Values(set_string=("env[0].value=9",))))
     assert r.returncode != 0 and "immutable" in r.stderr
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_cluster import images
+from tf_cluster import images, progress
 from tf_cluster.commands.build import podman_flags
 
 IMAGE = f"{images.DEFAULT_REPOSITORY}:{images.TF_VERSION}-cpu"
@@ -51,6 +51,6 @@ def test_mwms_example_trains_in_two_containers_as_the_chart_runs_them(tmp_path):
         procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
     outs = [p.communicate(timeout=300)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outs
-    result = json.loads(next(ln for ln in outs[0].splitlines() if ln.startswith("TF_CLUSTER_RESULT")).split(" ", 1)[1])
+    result = progress.TaskProgress.of_log(outs[0]).result
     assert result["chief"] is True and result["model_dir"] == "/mnt/checkpoints/model"
     assert (ckpt / "model" / "saved_model.pb").exists()

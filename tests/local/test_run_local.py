@@ -10,31 +10,36 @@ import pytest
 
 from rendering import render
 from tf_cluster import ROOT, manifests
-from tf_cluster.local import LocalCluster
+from tf_cluster.runner.local import LocalRunner
 
 EX = ROOT / "values-examples"
 FAST = {"env": [{"name": "EPOCHS", "value": "3"}, {"name": "STEPS_PER_EPOCH", "value": "15"}]}
 
 
-def cluster(tmp_path: Path, values_file: Path, extra: dict | None = None, on_line=None) -> LocalCluster:
+def cluster(tmp_path: Path, values_file: Path, extra: dict | None = None, on_line=None) -> LocalRunner:
     from rendering import deep_merge
     import yaml
     values = deep_merge(yaml.safe_load(values_file.read_text()), extra or FAST)
     docs = render(values)
-    c = LocalCluster(docs, manifests.pods(docs, node_cpus=os.cpu_count()), tmp_path / "run",
-                     poll_seconds=0.5, restart_delay=3, on_line=on_line)
-    c.write_configmaps(docs)
-    return c
+    return LocalRunner(docs, manifests.pods(docs, node_cpus=os.cpu_count()), tmp_path / "run",
+                       poll_seconds=0.5, restart_delay=3, on_line=on_line)
 
 
-def task(c, name):
-    return next(t for t in c.tasks() if t.name == name)
+def run(r: LocalRunner, timeout: float) -> bool:
+    """The whole run through the runner seam; True when every Job is Complete."""
+    report = r.run(timeout, on_update=lambda text: None)
+    assert [j.condition for j in report.jobs] == [j.condition for j in r.cluster.jobs]
+    return report.ok
+
+
+def task(r: LocalRunner, name):
+    return next(t for t in r.cluster.tasks() if t.name == name)
 
 
 def test_mwms_chief_and_worker_train_and_the_chief_model_loads(tmp_path):
     values = {**FAST, "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}}}
     c = cluster(tmp_path, EX / "mwms-cpu.yaml", values)
-    assert c.run(timeout=300), [(j.name, j.reason) for j in c.jobs]
+    assert run(c, 300), [(j.name, j.reason) for j in c.cluster.jobs]
     chief = task(c, "chief-0")
     assert chief.result["chief"] is True and chief.progress["epoch"] == 3
     model_dir = chief.result["model_dir"]
@@ -47,10 +52,10 @@ def test_mwms_chief_and_worker_train_and_the_chief_model_loads(tmp_path):
 
 def test_parameter_server_with_evaluator_completes_and_servers_are_stopped(tmp_path):
     c = cluster(tmp_path, EX / "parameter-server-evaluator.yaml")
-    assert c.run(timeout=400), [(j.name, j.reason) for j in c.jobs]
-    assert {j.role: j.condition for j in c.jobs} == {
+    assert run(c, 400), [(j.name, j.reason) for j in c.cluster.jobs]
+    assert {j.role: j.condition for j in c.cluster.jobs} == {
         "chief": "Complete", "worker": "Complete", "ps": "Complete", "evaluator": "Complete"}
-    for t in c.tasks():
+    for t in c.cluster.tasks():
         assert t.proc.poll() is not None, f"{t.name} still running"
         assert t.exit_codes[-1] == 0
     for name in ("worker-0", "worker-1", "ps-0"):  # join() never returns: the lifecycle stopped them
@@ -63,12 +68,12 @@ def test_killing_a_parameter_server_worker_mid_run_still_completes(tmp_path):
     killed = threading.Event()
 
     def on_line(t, line):
-        if t.name == "chief-0" and line.startswith("TF_CLUSTER_PROGRESS") and not killed.is_set():
+        if t.name == "chief-0" and t.progress and not killed.is_set():
             killed.set()
             c.kill("worker", 1, signal.SIGKILL)
 
     c = cluster(tmp_path, EX / "parameter-server.yaml", on_line=on_line)
-    assert c.run(timeout=400), [(j.name, j.reason) for j in c.jobs]
+    assert run(c, 400), [(j.name, j.reason) for j in c.cluster.jobs]
     assert killed.is_set()
     assert task(c, "worker-1").exit_codes[0] == 137
     assert task(c, "chief-0").exit_codes == [0]
@@ -79,16 +84,16 @@ def test_killing_a_mwms_worker_restarts_it_and_training_resumes_from_backup(tmp_
     values = {"env": [{"name": "EPOCHS", "value": "4"}, {"name": "STEPS_PER_EPOCH", "value": "40"}]}
 
     def on_line(t, line):
-        if t.name == "worker-1" and '"epoch": 2,' in line and not killed.is_set():
+        if t.name == "worker-1" and t.progress.get("epoch") == 2 and not killed.is_set():
             killed.set()
             c.kill("worker", 1, signal.SIGKILL)
 
     c = cluster(tmp_path, EX / "mwms-cpu.yaml", values, on_line=on_line)
     # Both workers share the backup volume, as a pvc would in a cluster.
-    assert c.run(timeout=400), [(j.name, j.reason) for j in c.jobs]
+    assert run(c, 400), [(j.name, j.reason) for j in c.cluster.jobs]
     w1 = task(c, "worker-1")
     assert w1.exit_codes[0] == 137 and w1.failures >= 1
-    resumed = [e["epoch"] for e in w1.events if e["event"] == "resumed"]
+    resumed = w1.reported.resumed_at()
     assert resumed and resumed[-1] >= 2, w1.events
     assert task(c, "worker-0").result["chief"] is True
 
@@ -97,9 +102,9 @@ def test_killing_a_mwms_worker_restarts_it_and_training_resumes_from_backup(tmp_
 def test_the_other_cpu_examples_run_to_completion(name, tmp_path):
     extra = {**FAST, "env": FAST["env"] + [{"name": "TRAIN_STEPS", "value": "120"}]}
     c = cluster(tmp_path, EX / f"{name}.yaml", extra)
-    assert c.run(timeout=300), [(j.name, j.reason) for j in c.jobs]
-    assert all(t.exit_codes[-1] == 0 for t in c.tasks())
-    assert any(t.result.get("chief") for t in c.tasks())
+    assert run(c, 300), [(j.name, j.reason) for j in c.cluster.jobs]
+    assert all(t.exit_codes[-1] == 0 for t in c.cluster.tasks())
+    assert any(t.result.get("chief") for t in c.cluster.tasks())
 
 
 def test_gpu_example_is_refused_with_advice(tmp_path):
@@ -118,7 +123,7 @@ def test_a_crashing_trainer_fails_the_job_with_a_reason(tmp_path):
     """Exit code 2 is non-retryable by default: the Job fails at once, no retry storm."""
     values = {"command": ["python3", "-c", "import sys; sys.exit(2)"], "roles": {"worker": {"replicas": 2}}}
     c = cluster(tmp_path, EX / "mwms-cpu.yaml", values)
-    assert not c.run(timeout=60)
-    (job,) = c.jobs
+    assert not run(c, 60)
+    (job,) = c.cluster.jobs
     assert job.condition == "Failed" and "non-retryable exit code" in job.reason
-    assert sum(t.failures for t in c.tasks()) == 0
+    assert sum(t.failures for t in c.cluster.tasks()) == 0

@@ -2,12 +2,11 @@
 with a message naming the offending value (each `# expect:` line), and nothing renders."""
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tf_cluster import CHART, ROOT, helm
+from tf_cluster import ROOT, helm
 
 CORPUS = sorted((ROOT / "tests" / "bad-values").glob("*.yaml"))
 
@@ -23,8 +22,7 @@ def test_corpus_is_large_enough():
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
 def test_bad_values_fail_with_a_message_naming_the_value(path, helm_major):
-    proc = subprocess.run([helm.helm_binary(helm_major), "template", "tf", str(CHART), "-f", str(path)],
-                          capture_output=True, text=True)
+    proc = helm.Helm(helm_major).render("tf", helm.Values.of([path]))
     assert proc.returncode != 0, f"{path.name} rendered: {proc.stdout[:300]}"
     assert proc.stdout == "", "nothing may be rendered"
     for expected in expectations(path):

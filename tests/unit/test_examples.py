@@ -2,8 +2,6 @@
 Kubernetes 1.29 and 1.35 schemas, and renders to identical bytes twice."""
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from rendering import EXAMPLES
@@ -47,8 +45,7 @@ def test_schema_validation_catches_a_broken_manifest():
 
 
 def test_kube_version_below_1_29_is_refused(helm_major):
-    proc = subprocess.run([helm.helm_binary(helm_major), "template", "tf", str(CHART), "--kube-version", "1.28.0"],
-                          capture_output=True, text=True)
+    proc = helm.Helm(helm_major).render(kube_version="1.28.0")
     assert proc.returncode != 0 and "1.29.0-0" in proc.stderr
 
 
@@ -63,8 +60,7 @@ def test_cli_render_tf_config_table_has_one_row_per_pod(capsys):
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_helm_lint_strict(example, helm_major):
-    proc = subprocess.run([helm.helm_binary(helm_major), "lint", str(CHART), "--strict", "-f", str(example)],
-                          capture_output=True, text=True)
+    proc = helm.Helm(helm_major).lint(helm.Values.of([example]))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 chart(s) failed" in proc.stdout
 

@@ -1,21 +1,40 @@
-"""Run the real `helm` binary (Helm 4 by default, Helm 3 on request)."""
+"""The one place Helm is called: every Helm argv of the CLI and of every test suite is built here.
+
+`Values` is what a user hands Helm about values (`-f`, `--set`, `--set-string`,
+`--set-file`); `Helm` is one pinned binary (Helm 4 by default, Helm 3 on request),
+optionally bound to a kubeconfig and a namespace, with one method per verb.
+`template` raises `RenderError` with Helm's message; the verbs that change a
+cluster return the finished process and raise `HelmError` only with `check=True`,
+so a test can assert on a refusal (e.g. an immutable field).
+"""
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable, Sequence
 
 import yaml
 
 from . import CHART, TOOLS_BIN
-from .errors import RenderError, ToolMissing
+from .errors import RenderError, RunError, ToolMissing
 
 HELM_BINARIES = {"4": "helm", "3": "helm3"}
+MAJORS = tuple(HELM_BINARIES)
+
+
+class HelmError(RunError):
+    """A Helm command that changes a cluster failed; the message is Helm's, cleaned."""
+
+    def __init__(self, verb: str, proc: subprocess.CompletedProcess):
+        self.verb, self.proc = verb, proc
+        super().__init__(f"helm {verb} failed (exit {proc.returncode}): {clean_helm_error(proc.stderr or proc.stdout or '')}")
 
 
 def helm_binary(major: str = "4") -> str:
-    """Path of the pinned helm of that major version (.tools/bin first, then PATH)."""
+    """Path of the pinned helm of that major version (`TF_CLUSTER_HELM<major>`, .tools/bin, then PATH)."""
     env_override = os.environ.get(f"TF_CLUSTER_HELM{major}")
     if env_override:
         return env_override
@@ -31,24 +50,116 @@ def helm_binary(major: str = "4") -> str:
     return found
 
 
-def template(values_files: list[str | Path] = (), *, set_values: list[str] = (),
-             release: str = "tf", namespace: str = "default", helm: str = "4",
-             chart: Path = CHART, kube_version: str | None = None,
-             extra_args: list[str] = ()) -> str:
-    """Render the chart; return the manifest text. Raises RenderError with helm's message."""
-    argv = [helm_binary(helm), "template", release, str(chart), "--namespace", namespace]
-    for f in values_files:
-        argv += ["-f", str(f)]
-    for s in set_values:
-        argv += ["--set", s]
-    if kube_version:
-        argv += ["--kube-version", kube_version]
-    argv += list(extra_args)
-    try:
-        proc = subprocess.run(argv, check=True, capture_output=True, text=True)
-    except subprocess.CalledProcessError as e:
-        raise RenderError(clean_helm_error(e.stderr), values_files=[str(f) for f in values_files]) from e
-    return proc.stdout
+@dataclass(frozen=True)
+class Values:
+    """Values as Helm takes them, in Helm's precedence order (files, then --set*, later wins)."""
+
+    files: tuple[str | Path, ...] = ()
+    set: tuple[str, ...] = ()
+    set_string: tuple[str, ...] = ()
+    set_file: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, files: Iterable[str | Path] = (), set: Iterable[str] = (), set_string: Iterable[str] = (),
+           set_file: Iterable[str] = ()) -> Values:
+        return cls(tuple(files), tuple(set), tuple(set_string), tuple(set_file))
+
+    def plus(self, other: Values) -> Values:
+        return Values(self.files + other.files, self.set + other.set, self.set_string + other.set_string,
+                      self.set_file + other.set_file)
+
+    def argv(self) -> list[str]:
+        out: list[str] = []
+        for flag, items in (("-f", self.files), ("--set", self.set), ("--set-string", self.set_string),
+                            ("--set-file", self.set_file)):
+            for item in items:
+                out += [flag, str(item)]
+        return out
+
+    def describe(self) -> str:
+        return " ".join(self.argv())
+
+
+@dataclass(frozen=True)
+class Helm:
+    """One Helm binary, optionally bound to a cluster (kubeconfig) and a namespace."""
+
+    major: str = "4"
+    kubeconfig: str | Path | None = None
+    namespace: str | None = None
+
+    def argv(self, verb: str, *args: str | Path) -> list[str]:
+        out = [helm_binary(self.major), verb]
+        if self.kubeconfig:
+            out += ["--kubeconfig", str(self.kubeconfig)]
+        if self.namespace:
+            out += ["--namespace", self.namespace]
+        return out + [str(a) for a in args]
+
+    def run(self, verb: str, *args: str | Path, check: bool = False) -> subprocess.CompletedProcess:
+        proc = subprocess.run(self.argv(verb, *args), capture_output=True, text=True)
+        if check and proc.returncode != 0:
+            raise HelmError(verb, proc)
+        return proc
+
+    # ------------------------------------------------------------ verbs
+    def template_argv(self, release: str, values: Values = Values(), *, chart: Path = CHART,
+                      kube_version: str | None = None, api_versions: Sequence[str] = ()) -> list[str]:
+        extra = ["--kube-version", kube_version] if kube_version else []
+        for a in api_versions:
+            extra += ["--api-versions", a]
+        return self.argv("template", release, chart, *values.argv(), *extra)
+
+    def render(self, release: str = "tf", values: Values = Values(), **kw) -> subprocess.CompletedProcess:
+        """`helm template` as a finished process (for callers that judge a refusal themselves)."""
+        return subprocess.run(self.template_argv(release, values, **kw), capture_output=True, text=True)
+
+    def template(self, release: str = "tf", values: Values = Values(), **kw) -> str:
+        """Render the chart; return the manifest text. Raises RenderError with Helm's message."""
+        proc = self.render(release, values, **kw)
+        if proc.returncode != 0:
+            raise RenderError(clean_helm_error(proc.stderr), values_files=[str(f) for f in values.files])
+        return proc.stdout
+
+    def install(self, release: str, values: Values = Values(), *, chart: Path = CHART, wait: bool = False,
+                timeout: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
+        return self.run("install", release, chart, *values.argv(), *_wait(wait, timeout), check=check)
+
+    def upgrade(self, release: str, values: Values = Values(), *, chart: Path = CHART, install: bool = False,
+                wait: bool = False, timeout: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
+        extra = ["--install"] if install else []
+        return self.run("upgrade", release, chart, *values.argv(), *extra, *_wait(wait, timeout), check=check)
+
+    def test(self, release: str, *, timeout: str = "5m", check: bool = False) -> subprocess.CompletedProcess:
+        return self.run("test", release, "--timeout", timeout, check=check)
+
+    def uninstall(self, release: str, *, wait: bool = False, timeout: str | None = None,
+                  check: bool = False) -> subprocess.CompletedProcess:
+        return self.run("uninstall", release, *_wait(wait, timeout), check=check)
+
+    def lint(self, values: Values = Values(), *, chart: Path = CHART, strict: bool = True,
+             check: bool = False) -> subprocess.CompletedProcess:
+        return self.run("lint", chart, *values.argv(), *(["--strict"] if strict else []), check=check)
+
+    def package(self, destination: Path, *, chart: Path = CHART, version: str | None = None,
+                check: bool = True) -> subprocess.CompletedProcess:
+        extra = ["--version", version] if version else []
+        return self.run("package", chart, "--destination", destination, *extra, check=check)
+
+    def push(self, package: Path, remote: str, *, plain_http: bool = False,
+             check: bool = True) -> subprocess.CompletedProcess:
+        """`helm push <package.tgz> oci://<registry>/<path>`."""
+        return self.run("push", package, remote, *(["--plain-http"] if plain_http else []), check=check)
+
+
+def _wait(wait: bool, timeout: str | None) -> list[str]:
+    return (["--wait"] if wait else []) + (["--timeout", timeout] if timeout else [])
+
+
+def template(values_files: Iterable[str | Path] = (), *, set_values: Iterable[str] = (), release: str = "tf",
+             namespace: str = "default", helm: str = "4", **kw) -> str:
+    """Shorthand: render with values files and --set values."""
+    return Helm(helm, namespace=namespace).template(release, Values.of(values_files, set_values), **kw)
 
 
 def clean_helm_error(stderr: str) -> str:

@@ -10,10 +10,13 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from . import progress, roles
 from .errors import RunError
 
 INSTANCE = "app.kubernetes.io/instance"
 COMPONENT = "app.kubernetes.io/component"
+JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
+INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 # a pod waiting for one of these will not start by itself: report it instead of waiting out the timeout
 STUCK_REASONS = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
                  "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
@@ -46,6 +49,69 @@ def job_state(job) -> str:
     return "Running"
 
 
+def role_of(obj) -> str:
+    """The chart's role of a Job or pod (its component label)."""
+    return (obj.metadata.labels or {}).get(COMPONENT, obj.metadata.name)
+
+
+def task_order(key: tuple[str, int]) -> tuple[int, int]:
+    role, index = key
+    return roles.order(role), index
+
+
+def exit_code(pod) -> int | None:
+    """Exit code of the pod's `tensorflow` container once it terminated."""
+    for cs in pod.status.container_statuses or []:
+        if cs.name == "tensorflow" and cs.state and cs.state.terminated:
+            return cs.state.terminated.exit_code
+    return None
+
+
+def pod_seconds(pods) -> float | None:
+    """From the first pod's start to the last one's end (or None while it runs)."""
+    first = min((p.status.start_time for p in pods if p.status.start_time), default=None)
+    ends = [cs.state.terminated.finished_at for p in pods for cs in p.status.container_statuses or []
+            if cs.state and cs.state.terminated and cs.state.terminated.finished_at]
+    return (max(ends) - first).total_seconds() if first and ends else None
+
+
+def pod_log(api, namespace: str, pod, tail_lines: int | None = None) -> str:
+    """A pod's log, or "" when there is none yet (container not started, pod gone)."""
+    from kubernetes import client
+    try:
+        return client.CoreV1Api(api).read_namespaced_pod_log(pod.metadata.name, namespace, tail_lines=tail_lines)
+    except client.ApiException:
+        return ""
+
+
+def logs_of(api, namespace: str, selector: str, tail_lines: int = 30) -> str:
+    """The last log lines of every pod matching a label selector, each under its name."""
+    from kubernetes import client
+    out = ""
+    for pod in client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items:
+        out += f"--- {pod.metadata.name}:\n" + (pod_log(api, namespace, pod, tail_lines) or "(no log)\n")
+    return out
+
+
+def ensure_namespace(api, namespace: str) -> bool:
+    """Create the namespace unless it exists; True when it was created here."""
+    from kubernetes import client
+    core = client.CoreV1Api(api)
+    try:
+        core.read_namespace(namespace)
+        return False
+    except client.ApiException as e:
+        if e.status != 404:
+            raise RunError(f"cannot read namespace {namespace}: {e.reason}") from e
+    core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace)))
+    return True
+
+
+def delete_namespace(api, namespace: str) -> None:
+    from kubernetes import client
+    client.CoreV1Api(api).delete_namespace(namespace)
+
+
 def failed_reason(job) -> str:
     for c in job.status.conditions or []:
         if c.type == "Failed" and c.status == "True":
@@ -76,7 +142,7 @@ class Snapshot:
             want, st = job.spec.completions or 1, job.status
             doing: dict[str, int] = {}
             for p in self.pods:
-                if (p.metadata.labels or {}).get("batch.kubernetes.io/job-name") != name or p.metadata.deletion_timestamp:
+                if (p.metadata.labels or {}).get(JOB_NAME_LABEL) != name or p.metadata.deletion_timestamp:
                     continue
                 if p.status.phase in ("Running", "Pending"):
                     what = p.status.phase.lower()
@@ -110,26 +176,24 @@ def snapshot(api, namespace: str, release: str) -> Snapshot:
     sel = f"{INSTANCE}={release}"
     jobs = {j.metadata.name: j for j in client.BatchV1Api(api).list_namespaced_job(namespace, label_selector=sel).items}
     pods = [p for p in client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=sel).items
-            if (p.metadata.labels or {}).get("batch.kubernetes.io/job-name") in jobs]
+            if (p.metadata.labels or {}).get(JOB_NAME_LABEL) in jobs]
     return Snapshot(jobs, pods)
 
 
 def leader_log_line(api, namespace: str, snap: Snapshot) -> str:
-    """The leading task's (chief, else worker 0) latest progress line, else its last line."""
-    from kubernetes import client
+    """The leading task's (index 0 of the first role that may lead) latest progress in words,
+    else its last log line."""
     running = [p for p in snap.pods if p.status.phase == "Running"]
-    for role in ("chief", "worker"):
+    for role in roles.LEADERS:
         for p in running:
             labels = p.metadata.labels or {}
-            if labels.get(COMPONENT) == role and labels.get("batch.kubernetes.io/job-completion-index", "0") == "0":
-                try:
-                    text = client.CoreV1Api(api).read_namespaced_pod_log(p.metadata.name, namespace, tail_lines=40)
-                except Exception:  # noqa: BLE001 - progress is best effort
-                    return ""
+            if labels.get(COMPONENT) == role and labels.get(INDEX_LABEL, "0") == "0":
+                text = pod_log(api, namespace, p, tail_lines=40)
+                reported = progress.TaskProgress.of_log(text)
+                if reported.progress:
+                    return f"{role}-0: {reported.summary()}"
                 lines = [ln for ln in text.splitlines() if ln.strip()]
-                progress = [ln for ln in lines if ln.startswith("TF_CLUSTER_PROGRESS")]
-                last = (progress or lines or [""])[-1]
-                return f"{role}-0: {last.strip()[-160:]}" if last else ""
+                return f"{role}-0: {lines[-1].strip()[-160:]}" if lines else ""
     return ""
 
 
@@ -181,10 +245,7 @@ def diagnostics(api, namespace: str, release: str, tail: int = 30) -> str:
             for cs in p.status.container_statuses or [])
         if not bad:
             continue
-        try:
-            text = core.read_namespaced_pod_log(p.metadata.name, namespace, tail_lines=tail)
-        except Exception as e:  # noqa: BLE001
-            text = f"(no log: {getattr(e, 'reason', e)})"
+        text = pod_log(api, namespace, p, tail) or "(no log)"
         out.append(f"--- pod {p.metadata.name} ({p.status.phase}), last {tail} log lines:\n{text.rstrip()}")
     events = [e for e in core.list_namespaced_event(namespace).items if e.type == "Warning"]
     if events:

@@ -13,7 +13,6 @@ the API server in a cluster.
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -29,6 +28,7 @@ from pathlib import Path
 from . import CHART, ROOT
 from .errors import UsageError
 from .manifests import Pod
+from .progress import TaskProgress
 
 TRAINER_IMAGE = "tf-cluster-trainer"
 IMAGE_PATHS = {  # what the trainer image holds -> where this checkout has it
@@ -77,13 +77,23 @@ class Task:
     started: float = 0.0
     first_start: float = 0.0
     ended: float = 0.0
-    progress: dict = field(default_factory=dict)
-    result: dict = field(default_factory=dict)
-    events: list[dict] = field(default_factory=list)
+    reported: TaskProgress = field(default_factory=TaskProgress)
 
     @property
     def name(self) -> str:
         return self.pod.name
+
+    @property
+    def progress(self) -> dict:
+        return self.reported.progress
+
+    @property
+    def result(self) -> dict:
+        return self.reported.result
+
+    @property
+    def events(self) -> list[dict]:
+        return self.reported.events
 
 
 @dataclass
@@ -226,11 +236,7 @@ class LocalCluster:
             for line in proc.stdout:
                 line = line.rstrip("\n")
                 log.write(line + "\n")
-                for kind, attr in (("PROGRESS", "progress"), ("RESULT", "result")):
-                    if line.startswith(f"TF_CLUSTER_{kind} "):
-                        setattr(task, attr, json.loads(line.split(" ", 1)[1]))
-                if line.startswith("TF_CLUSTER_EVENT "):
-                    task.events.append(json.loads(line.split(" ", 1)[1]))
+                task.reported.feed(line)
                 self.on_line(task, line)
 
     def start(self) -> None:
@@ -315,26 +321,13 @@ class LocalCluster:
     def finished(self) -> bool:
         return all(j.condition for j in self.jobs)
 
-    def run(self, timeout: float, tick=None, tick_seconds: float = 5.0) -> bool:
-        """Run to the end; True if every Job is Complete. Stops everything on timeout."""
-        self.start()
-        last_tick = time.monotonic()
-        try:
-            while not self.finished:
-                time.sleep(0.2)
-                self.step()
-                now = time.monotonic()
-                if tick and now - last_tick >= tick_seconds:
-                    tick(self)
-                    last_tick = now
-                if now - self.started > timeout:
-                    for job in self.jobs:
-                        if not job.condition:
-                            job.condition, job.reason = "Failed", f"run-local --timeout {timeout:.0f}s reached"
-                            self._stop_job(job)
-        finally:
-            self.shutdown()
-        return all(j.condition == "Complete" for j in self.jobs)
+    def time_out(self, timeout: float) -> None:
+        """Fail and stop every unfinished Job, as run-local's --timeout does."""
+        with self.lock:
+            for job in self.jobs:
+                if not job.condition:
+                    job.condition, job.reason = "Failed", f"run-local --timeout {timeout:.0f}s reached"
+                    self._stop_job(job)
 
     def shutdown(self) -> None:
         for job in self.jobs:

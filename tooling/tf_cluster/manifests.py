@@ -13,8 +13,9 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from . import roles
+
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
-ROLE_ORDER = ("chief", "worker", "ps", "evaluator")
 
 
 def expand(text: str, env: dict[str, str]) -> str:
@@ -138,8 +139,7 @@ def pods(docs: list[dict], *, namespace: str = "default", node_cpus: int = 1) ->
                 command=[expand(c, env) for c in container.get("command", [])],
                 args=[expand(a, env) for a in container.get("args", [])],
                 env=env, container=container, pod_spec=pod_spec))
-    order = {r: n for n, r in enumerate(ROLE_ORDER)}
-    return sorted(out, key=lambda p: (order.get(p.role, 99), p.index))
+    return sorted(out, key=lambda p: (roles.order(p.role), p.index))
 
 
 def tf_config_table(pod_list: list[Pod]) -> str:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_cluster import CHART, ROOT, helm, kube
+from tf_cluster import ROOT, helm, kube, progress
 from tf_cluster.errors import RunError
 
 
@@ -45,19 +45,21 @@ def say(msg: str) -> None:
     print(f"[e2e] {msg}", flush=True)
 
 
-def helm_run(major: str, *args) -> subprocess.CompletedProcess:
-    return subprocess.run([helm.helm_binary(major), "--kubeconfig", KUBECONFIG, *map(str, args)],
-                          capture_output=True, text=True)
+def helm_in(ns: str, major: str = "4") -> helm.Helm:
+    return helm.Helm(major, kubeconfig=KUBECONFIG, namespace=ns)
 
 
 def install(ns: str, release: str, *files: Path, sets: tuple[str, ...] = (), major: str = "4", verb="install"):
-    argv = [verb, release, CHART, "-n", ns]
-    for f in (*files, SMALL):
-        argv += ["-f", f]
-    for s in sets:  # env values are strings: --set-string keeps "4" from becoming a number
-        argv += ["--set-string" if s.startswith("env[") else "--set", s]
-    r = helm_run(major, *argv)
+    values = helm.Values.of((*files, SMALL),  # env values are strings: --set-string keeps "4" from becoming a number
+                            set=[s for s in sets if not s.startswith("env[")],
+                            set_string=[s for s in sets if s.startswith("env[")])
+    r = getattr(helm_in(ns, major), verb)(release, values)
     assert r.returncode == 0, r.stderr
+
+
+def reported(api, ns, pod_name: str) -> progress.TaskProgress:
+    """What a pod reported through the progress protocol."""
+    return progress.TaskProgress.of_log(log(api, ns, pod_name))
 
 
 def wait(api, ns, release, timeout=900, **kw) -> kube.Snapshot:
@@ -75,14 +77,16 @@ def log(api, ns, pod_name: str) -> str:
     return client.CoreV1Api(api).read_namespaced_pod_log(pod_name, ns)
 
 
-def wait_for_log(api, ns, release: str, job_substr: str, index: str, pattern: str, timeout=600) -> str:
-    """Name of the running pod of that Job index whose log matches `pattern`."""
+def wait_for_log(api, ns, release: str, job_substr: str, index: str, pattern, timeout=600) -> str:
+    """Name of the running pod of that Job index whose log matches `pattern` (a regex, or a
+    function of the log text)."""
+    matches = pattern if callable(pattern) else (lambda text: re.search(pattern, text))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for p in pods_of(api, ns, job_substr):
             if p.metadata.labels.get(INDEX) == index and p.status.phase == "Running":
                 try:
-                    if re.search(pattern, log(api, ns, p.metadata.name)):
+                    if matches(log(api, ns, p.metadata.name)):
                         return p.metadata.name
                 except Exception:  # noqa: BLE001 - container still starting
                     pass
@@ -143,13 +147,13 @@ def test_mwms_cpu_trains_through_cluster_dns_and_exports_the_model(api, ns, majo
         i = p.metadata.labels[INDEX]
         assert re.search(rf"\[launcher worker-{i}\] all 2 peer\(s\) resolve", text), text[-2000:]
         assert f"task worker:{i} chief={i == '0'}" in text, text[-2000:]
-        assert '"epoch": 5, "epochs": 5' in text
+        assert reported(api, ns, p.metadata.name).progress["epoch"] == 5
     # the chief's exported model is on the checkpoints volume
     model = pv_path_of(api, ns, "mwms-tf-cluster-checkpoints") / "model"
     assert (model / "saved_model.pb").is_file(), sorted(model.parent.iterdir())
     # helm uninstall leaves nothing of the release; the claim (keepOnUninstall: false) and its volume go too
     pv_dir = model.parent
-    r = helm_run(major, "uninstall", "mwms", "-n", ns, "--wait")
+    r = helm_in(ns, major).uninstall("mwms", wait=True)
     assert r.returncode == 0, r.stderr
     wait_gone(lambda: kube.release_objects(api, ns, "mwms"), "release objects")
     wait_gone(lambda: pv_dir.exists() and [pv_dir], "the released volume's directory")
@@ -184,15 +188,16 @@ def test_deleting_a_parameter_server_worker_mid_run_still_completes(api, ns):
     install(ns, "psw", EX / "parameter-server.yaml",  # long enough that the deletion lands mid-run
             sets=("env[0].name=EPOCHS", "env[0].value=8", "env[1].name=STEPS_PER_EPOCH", "env[1].value=50"))
     victim = wait_for_log(api, ns, "psw", "-worker-", "1", r"serving worker:1", timeout=600)
-    chief = wait_for_log(api, ns, "psw", "-chief-", "0", r"TF_CLUSTER_PROGRESS", timeout=600)
+    chief = wait_for_log(api, ns, "psw", "-chief-", "0", lambda text: progress.TaskProgress.of_log(text).progress,
+                         timeout=600)
     delete_pod(api, ns, victim)
-    at = max(map(int, re.findall(r'"epoch": (\d+)', log(api, ns, chief))))
+    at = reported(api, ns, chief).progress["epoch"]
     say(f"deleted worker 1 while the chief was at epoch {at}/8")
     snap = wait(api, ns, "psw")
     all_complete(snap, api, ns, "psw")
     names = [p.metadata.name for p in pods_of(api, ns, "-worker-") if p.metadata.labels[INDEX] == "1"]
     assert names and victim not in names, "worker 1 was replaced by a new pod"
-    assert at < 8 and '"epoch": 8, "epochs": 8' in log(api, ns, chief)
+    assert at < 8 and reported(api, ns, chief).progress["epoch"] == 8
     no_running_pods(api, ns)
 
 
@@ -200,7 +205,8 @@ def test_deleting_a_mwms_worker_restarts_it_and_training_resumes_from_the_checkp
     install(ns, "resume", EX / "mwms-cpu.yaml",
             # long enough epochs (~5 s here) that the deletion lands mid-run, not after the end
             sets=("env[0].name=EPOCHS", "env[0].value=15", "env[1].name=STEPS_PER_EPOCH", "env[1].value=300"))
-    victim = wait_for_log(api, ns, "resume", "-worker-", "1", r'"epoch": 2,', timeout=600)
+    victim = wait_for_log(api, ns, "resume", "-worker-", "1",
+                          lambda text: progress.TaskProgress.of_log(text).progress.get("epoch", 0) >= 2, timeout=600)
     delete_pod(api, ns, victim)
     snap = wait(api, ns, "resume")
     all_complete(snap, api, ns, "resume")
@@ -210,9 +216,10 @@ def test_deleting_a_mwms_worker_restarts_it_and_training_resumes_from_the_checkp
                                                              pods_of(api, ns, "-worker-")])
                          + f" worker Job status: {list(snap.jobs.values())[0].status}")
     text = log(api, ns, replacement[0].metadata.name)
-    resumed = [int(e) for e in re.findall(r'TF_CLUSTER_EVENT \{"epoch": (\d+), "event": "resumed"\}', text)]
+    after = progress.TaskProgress.of_log(text)
+    resumed = after.resumed_at()
     assert resumed and resumed[-1] >= 2, text[-3000:]
-    assert '"epoch": 15, "epochs": 15' in text
+    assert after.progress["epoch"] == 15
     assert (list(snap.jobs.values())[0].status.failed or 0) >= 1  # the deleted pod counted as a failure
     say(f"worker 1 resumed at epoch {resumed[-1]} after its pod was deleted")
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from .. import helm, manifests
 
@@ -16,22 +17,31 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def add_render_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("-f", "--values", action="append", default=[], metavar="FILE",
+def add_values_args(p: argparse.ArgumentParser, *, required: bool = False) -> None:
+    """Helm's own values flags, as every command that renders or installs takes them."""
+    p.add_argument("-f", "--values", action="append", default=[], type=Path, metavar="FILE", required=required,
                    help="values file (repeatable)")
     p.add_argument("--set", action="append", default=[], dest="set_values", metavar="K=V",
                    help="helm --set (repeatable)")
     p.add_argument("--set-string", action="append", default=[], dest="set_strings", metavar="K=V",
                    help="helm --set-string (repeatable)")
+    p.add_argument("--set-file", action="append", default=[], dest="set_files", metavar="K=PATH",
+                   help="helm --set-file: a value read from a file, e.g. code.files.train\\.py=train.py (repeatable)")
+    p.add_argument("--helm", choices=helm.MAJORS, default="4", help="Helm major version (default 4)")
+
+
+def values_from(args) -> helm.Values:
+    return helm.Values.of(args.values, args.set_values, args.set_strings, args.set_files)
+
+
+def add_render_args(p: argparse.ArgumentParser) -> None:
+    add_values_args(p)
     p.add_argument("--release", default="tf", help="release name (default: tf)")
     p.add_argument("-n", "--namespace", default="default")
-    p.add_argument("--helm", choices=("3", "4"), default="4", help="Helm major version (default 4)")
 
 
 def render_docs(args) -> tuple[str, list[dict]]:
-    extra = [a for s in args.set_strings for a in ("--set-string", s)]
-    text = helm.template(args.values, set_values=args.set_values, release=args.release,
-                         namespace=args.namespace, helm=args.helm, extra_args=extra)
+    text = helm.Helm(args.helm, namespace=args.namespace).template(args.release, values_from(args))
     return text, helm.parse(text)
 
 

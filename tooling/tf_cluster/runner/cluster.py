@@ -1,0 +1,94 @@
+"""The release installed with Helm on a real cluster, watched through the Kubernetes API."""
+from __future__ import annotations
+
+from ..errors import RunError
+from ..helm import Helm, Values
+from ..progress import TaskProgress
+from .. import kube
+from . import JobReport, RunReport, Runner, Say, TaskReport
+
+TERMINAL = {"Succeeded": "succeeded", "Failed": "failed", "Running": "running", "Pending": "pending"}
+
+
+class ClusterRunner(Runner):
+    """`helm install` into a namespace (created, and later deleted, if missing), Job conditions
+    by type, `helm test`, `helm uninstall`. `keep` leaves the release installed on stop."""
+
+    def __init__(self, helm: Helm, release: str, values: Values, *, keep: bool = False,
+                 stuck_grace: float = 60, say: Say = print) -> None:
+        if not (helm.kubeconfig and helm.namespace):
+            raise ValueError("ClusterRunner needs a Helm bound to a kubeconfig and a namespace")
+        self.helm, self.release, self.values, self.keep = helm, release, values, keep
+        self.namespace: str = helm.namespace
+        self.api = kube.client_for(str(helm.kubeconfig))
+        self.where = f"namespace {self.namespace}, release {release}"
+        self.stuck_grace = stuck_grace
+        self.say = say
+        self.created_namespace = False
+        self.installed = False
+        self._stopped = False
+
+    def start(self) -> None:
+        self.created_namespace = kube.ensure_namespace(self.api, self.namespace)
+        self.say(f"namespace {self.namespace} " + ("created" if self.created_namespace else "exists"))
+        self.say(f"helm {self.helm.major} install {self.release} -n {self.namespace} {self.values.describe()}")
+        self.helm.install(self.release, self.values, check=True)
+        self.installed = True
+
+    def watch(self, timeout: float, on_update: Say = print) -> RunReport:
+        on_update("waiting for every Job to reach Complete or Failed (progress every 15 s)")
+        kube.wait_for_jobs(self.api, self.namespace, self.release, timeout=timeout, say=on_update,
+                           stuck_grace=self.stuck_grace)
+        return self.report()
+
+    def report(self) -> RunReport:
+        snap = kube.snapshot(self.api, self.namespace, self.release)
+        jobs = []
+        for name, job in sorted(snap.jobs.items()):
+            state = kube.job_state(job)
+            jobs.append(JobReport(name, kube.role_of(job), "" if state == "Running" else state,
+                                  kube.failed_reason(job) if state == "Failed" else ""))
+        by_task: dict[tuple[str, int], list] = {}
+        for p in snap.pods:
+            labels = p.metadata.labels or {}
+            key = (labels.get(kube.COMPONENT, "task"), int(labels.get(kube.INDEX_LABEL, "0")))
+            by_task.setdefault(key, []).append(p)
+        tasks = []
+        for (role, index), pods in sorted(by_task.items(), key=lambda kv: kube.task_order(kv[0])):
+            pods.sort(key=lambda p: p.metadata.creation_timestamp)
+            last = pods[-1]
+            codes = [c for c in (kube.exit_code(p) for p in pods) if c is not None]
+            tasks.append(TaskReport(f"{role}-{index}", role, index, TERMINAL.get(last.status.phase, "pending"),
+                                    restarts=len(pods) - 1, exit_codes=codes, seconds=kube.pod_seconds(pods),
+                                    reported=TaskProgress.of_log(kube.pod_log(self.api, self.namespace, last))))
+        return RunReport(self.where, jobs, tasks)
+
+    def check(self) -> None:
+        """`helm test`. Not `--logs`: Helm 3.17 fetches logs after a passed test's Pod is deleted
+        (the chart's default hook-delete policy); a failed test's Pod is kept, and its log is shown."""
+        self.say("helm test")
+        proc = self.helm.test(self.release)
+        phase = next((ln.split(":", 1)[1].strip() for ln in proc.stdout.splitlines()
+                      if ln.strip().startswith("Phase:")), "?")
+        if proc.returncode == 0:
+            self.say(f"helm test passed (test Pod phase {phase})")
+            return
+        logs = kube.logs_of(self.api, self.namespace, f"{kube.INSTANCE}={self.release},{kube.COMPONENT}=test")
+        raise RunError(f"helm test failed (phase {phase}): {(proc.stderr or proc.stdout).strip()[-800:]}\n{logs}")
+
+    def diagnostics(self) -> str:
+        return kube.diagnostics(self.api, self.namespace, self.release)
+
+    def stop(self) -> None:
+        if self._stopped:
+            return
+        self._stopped = True
+        if self.keep:
+            self.say(f"kept: helm -n {self.namespace} uninstall {self.release}  (KUBECONFIG={self.helm.kubeconfig})")
+            return
+        if self.installed:
+            self.say(f"helm uninstall {self.release}")
+            self.helm.uninstall(self.release, wait=True, timeout="3m", check=True)
+        if self.created_namespace:
+            kube.delete_namespace(self.api, self.namespace)
+            self.say(f"namespace {self.namespace} deleted")

@@ -1,0 +1,64 @@
+"""The release's pods as processes on this machine, with Kubernetes' Job semantics (tf_cluster.local)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from ..local import LocalCluster, Task
+from ..manifests import Pod
+from . import JobReport, RunReport, Runner, Say, TaskReport, align
+
+
+class LocalRunner(Runner):
+    """Runs a rendered release as local processes. `cluster` is the Job-semantics engine
+    (restarts, failure policy, the leader's condition); this class drives and reports it."""
+
+    def __init__(self, docs: list[dict], pods: list[Pod], workdir: Path, *, status_every: float = 5.0,
+                 **options) -> None:
+        self.cluster = LocalCluster(docs, pods, workdir, **options)
+        self.cluster.write_configmaps(docs)
+        self.where = str(workdir)
+        self.status_every = status_every
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        self.cluster.start()
+
+    def watch(self, timeout: float, on_update: Say = print) -> RunReport:
+        last = time.monotonic()
+        while not self.cluster.finished:
+            time.sleep(0.2)
+            self.cluster.step()
+            now = time.monotonic()
+            if now - last >= self.status_every:
+                on_update("\n" + status_table(self.cluster.tasks()) + "\n")
+                last = now
+            if now - self.cluster.started > timeout:
+                self.cluster.time_out(timeout)
+        return self.report()
+
+    def report(self) -> RunReport:
+        now = time.monotonic()
+        jobs = [JobReport(j.name, j.role, j.condition, j.reason) for j in self.cluster.jobs]
+        tasks = [TaskReport(t.name, t.pod.role, t.pod.index, t.state, t.failures, list(t.exit_codes),
+                            ((t.ended if t.state in ("succeeded", "failed") else now) - t.first_start)
+                            if t.first_start else None, t.reported)
+                 for t in self.cluster.tasks()]
+        return RunReport(self.where, jobs, tasks, now - self._t0 if self._t0 else 0.0)
+
+    def stop(self) -> None:
+        self.cluster.shutdown()
+
+    def kill(self, role: str, index: int, sig: int) -> None:
+        """Kill one pod's process tree, as a node does on pod deletion."""
+        self.cluster.kill(role, index, sig)
+
+
+def status_table(tasks: list[Task]) -> str:
+    now = time.monotonic()
+    rows = [("TASK", "STATE", "RESTARTS", "TIME", "PROGRESS")]
+    for t in tasks:
+        end = t.ended if t.state in ("succeeded", "failed") else now
+        rows.append((t.name, t.state, str(t.failures), f"{end - t.first_start:5.1f}s", t.reported.summary()))
+    return "\n".join(align(rows))
