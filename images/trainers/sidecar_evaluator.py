@@ -3,10 +3,10 @@
 Stops after EPOCHS evaluations, or when the launcher stops it because the chief's
 Job finished (SidecarEvaluator otherwise polls forever).
 """
+
 import os
 
 import common
-
 import tensorflow as tf
 import tf_keras as keras
 
@@ -19,9 +19,12 @@ def main():
     data = tf.data.Dataset.from_tensor_slices((x, y)).batch(256)
     os.makedirs(d["checkpoints"], exist_ok=True)
     evaluator = keras.utils.SidecarEvaluator(
-        model=model, data=data, checkpoint_dir=d["checkpoints"],
+        model=model,
+        data=data,
+        checkpoint_dir=d["checkpoints"],
         max_evaluations=common.EPOCHS,
-        callbacks=[keras.callbacks.TensorBoard(log_dir=os.path.join(d["logs"], "eval"))])
+        callbacks=[keras.callbacks.TensorBoard(log_dir=os.path.join(d["logs"], "eval"))],
+    )
     evaluator.start()
     loss, acc = model.evaluate(data, verbose=0)
     common.emit("RESULT", task="evaluator:0", loss=round(float(loss), 4), accuracy=round(float(acc), 4))

@@ -6,11 +6,11 @@ ps tasks serve forever (the launcher stops them); worker 0 is the chief and
 writes checkpoints to CHECKPOINT_DIR. Trains a softmax classifier on the
 generated data for TRAIN_STEPS global steps.
 """
+
 import argparse
 import os
 
 import common
-
 import tensorflow as tf
 
 
@@ -35,17 +35,20 @@ def main():
     cluster = tf.train.ClusterSpec(spec)
     server = tf.distribute.Server(cluster, job_name=a.job_name, task_index=a.task_index)
     if a.job_name == "ps":
-        print("ps %d serving on %s" % (a.task_index, server.target), flush=True)
+        print(f"ps {a.task_index} serving on {server.target}", flush=True)
         server.join()
         return
     steps = int(os.environ.get("TRAIN_STEPS", "200"))
     is_chief = a.task_index == 0
     x_all, y_all = common.make_data()
-    with tf.compat.v1.device(tf.compat.v1.train.replica_device_setter(
-            worker_device="/job:worker/task:%d" % a.task_index, cluster=cluster)):
+    with tf.compat.v1.device(
+        tf.compat.v1.train.replica_device_setter(worker_device=f"/job:worker/task:{a.task_index}", cluster=cluster)
+    ):
         x = tf.compat.v1.placeholder(tf.float32, [None, common.FEATURES])
         y = tf.compat.v1.placeholder(tf.int64, [None])
-        w = tf.compat.v1.get_variable("w", [common.FEATURES, common.CLASSES], initializer=tf.compat.v1.zeros_initializer())
+        w = tf.compat.v1.get_variable(
+            "w", [common.FEATURES, common.CLASSES], initializer=tf.compat.v1.zeros_initializer()
+        )
         b = tf.compat.v1.get_variable("b", [common.CLASSES], initializer=tf.compat.v1.zeros_initializer())
         logits = tf.matmul(x, w) + b
         loss = tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(labels=y, logits=logits))
@@ -55,24 +58,37 @@ def main():
     hooks = [tf.compat.v1.train.StopAtStepHook(last_step=steps)]
     ckpt_dir = common.dirs()["checkpoints"] if is_chief else None
     rng = __import__("numpy").random.default_rng(a.task_index)
-    step, l, acc = 0, 0.0, 0.0
+    step, loss_value, acc = 0, 0.0, 0.0
     # Each worker talks only to the ps and itself: without this filter a worker blocks on
     # peers that may already have finished (the classic between-graph hang).
-    config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", "/job:worker/task:%d" % a.task_index])
-    with tf.compat.v1.train.MonitoredTrainingSession(master=server.target, is_chief=is_chief, config=config,
-                                                     checkpoint_dir=ckpt_dir, hooks=hooks) as sess:
+    config = tf.compat.v1.ConfigProto(device_filters=["/job:ps", f"/job:worker/task:{a.task_index}"])
+    with tf.compat.v1.train.MonitoredTrainingSession(
+        master=server.target, is_chief=is_chief, config=config, checkpoint_dir=ckpt_dir, hooks=hooks
+    ) as sess:
         last_report = -1
         while not sess.should_stop():
             idx = rng.integers(0, len(x_all), size=common.BATCH_SIZE)
-            _, step, l, acc = sess.run([train_op, global_step, loss, accuracy],
-                                       feed_dict={x: x_all[idx], y: y_all[idx]})
+            _, step, loss_value, acc = sess.run(
+                [train_op, global_step, loss, accuracy], feed_dict={x: x_all[idx], y: y_all[idx]}
+            )
             if step // 50 != last_report:
                 last_report = step // 50
-                common.emit("PROGRESS", epoch=int(min(step, steps)), epochs=steps, loss=round(float(l), 4),
-                            accuracy=round(float(acc), 4))
-    common.emit("RESULT", task="worker:%d" % a.task_index, chief=is_chief, global_step=int(step),
-                loss=round(float(l), 4), accuracy=round(float(acc), 4),
-                model_dir=ckpt_dir)
+                common.emit(
+                    "PROGRESS",
+                    epoch=int(min(step, steps)),
+                    epochs=steps,
+                    loss=round(float(loss_value), 4),
+                    accuracy=round(float(acc), 4),
+                )
+    common.emit(
+        "RESULT",
+        task=f"worker:{a.task_index}",
+        chief=is_chief,
+        global_step=int(step),
+        loss=round(float(loss_value), 4),
+        accuracy=round(float(acc), 4),
+        model_dir=ckpt_dir,
+    )
 
 
 if __name__ == "__main__":

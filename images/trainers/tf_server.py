@@ -3,6 +3,7 @@
 `join()` never returns: the chart's launcher stops this process when the chief's
 Job has finished.
 """
+
 import os
 
 os.environ.setdefault("GRPC_FAIL_FAST", "use_caller")
@@ -15,9 +16,10 @@ def main():
     resolver = tf.distribute.cluster_resolver.TFConfigClusterResolver()
     if not resolver.task_type:
         common.fail("TF_CONFIG has no task: this script runs as a ps or worker of a cluster")
-    server = tf.distribute.Server(resolver.cluster_spec(), job_name=resolver.task_type,
-                                  task_index=resolver.task_id, protocol="grpc", start=True)
-    print("serving %s:%d on %s" % (resolver.task_type, resolver.task_id, server.target), flush=True)
+    server = tf.distribute.Server(
+        resolver.cluster_spec(), job_name=resolver.task_type, task_index=resolver.task_id, protocol="grpc", start=True
+    )
+    print(f"serving {resolver.task_type}:{resolver.task_id} on {server.target}", flush=True)
     server.join()
 
 

@@ -9,6 +9,7 @@ are the cluster e2e's job (issue 5).
 
 Binaries: tests/e2e/apiserver/build.sh (make e2e-api runs it).
 """
+
 from __future__ import annotations
 
 import os
@@ -26,15 +27,20 @@ import yaml
 from tf_cluster import CHART, ROOT, helm, kube
 
 K8S_VERSION = os.environ.get("K8S_VERSION", "1.35.4")
-BIN = Path(os.environ.get("TF_CLUSTER_K8S_BIN",
-                          Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster" / f"k8s-{K8S_VERSION}"))
+BIN = Path(
+    os.environ.get(
+        "TF_CLUSTER_K8S_BIN",
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster" / f"k8s-{K8S_VERSION}",
+    )
+)
 APISERVER = BIN / "kube-apiserver"
 LAUNCHER = CHART / "files" / "launcher.py"
 PS_EXAMPLE = ROOT / "values-examples" / "parameter-server.yaml"
 
 pytestmark = pytest.mark.skipif(
     not (APISERVER.exists() and shutil.which("etcd") and shutil.which("openssl")),
-    reason=f"no kube-apiserver in {BIN} or no etcd/openssl: run `make e2e-api` (builds them)")
+    reason=f"no kube-apiserver in {BIN} or no etcd/openssl: run `make e2e-api` (builds them)",
+)
 
 
 def free_port() -> int:
@@ -50,44 +56,123 @@ def sh(*argv, **kw):
 @pytest.fixture(scope="session")
 def apiserver(tmp_path_factory):
     w = tmp_path_factory.mktemp("apiserver")
-    sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", w / "ca.key", "-out", w / "ca.crt",
-       "-days", "1", "-subj", "/CN=tf-cluster-e2e-ca")
-    sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", w / "srv.key", "-out", w / "srv.csr",
-       "-subj", "/CN=kube-apiserver")
+    sh(
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        w / "ca.key",
+        "-out",
+        w / "ca.crt",
+        "-days",
+        "1",
+        "-subj",
+        "/CN=tf-cluster-e2e-ca",
+    )
+    sh(
+        "openssl",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        w / "srv.key",
+        "-out",
+        w / "srv.csr",
+        "-subj",
+        "/CN=kube-apiserver",
+    )
     (w / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    sh("openssl", "x509", "-req", "-in", w / "srv.csr", "-CA", w / "ca.crt", "-CAkey", w / "ca.key",
-       "-CAcreateserial", "-out", w / "srv.crt", "-days", "1", "-extfile", w / "ext.cnf")
+    sh(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        w / "srv.csr",
+        "-CA",
+        w / "ca.crt",
+        "-CAkey",
+        w / "ca.key",
+        "-CAcreateserial",
+        "-out",
+        w / "srv.crt",
+        "-days",
+        "1",
+        "-extfile",
+        w / "ext.cnf",
+    )
     sh("openssl", "genrsa", "-out", w / "sa.key", "2048")
     sh("openssl", "rsa", "-in", w / "sa.key", "-pubout", "-out", w / "sa.pub")
     (w / "tokens.csv").write_text("e2e-admin-token,admin,admin,system:masters\n")
     etcd_port, peer_port, port = free_port(), free_port(), free_port()
-    procs = [subprocess.Popen(
-        ["etcd", "--data-dir", str(w / "etcd"), "--listen-client-urls", f"http://127.0.0.1:{etcd_port}",
-         "--advertise-client-urls", f"http://127.0.0.1:{etcd_port}",
-         "--listen-peer-urls", f"http://127.0.0.1:{peer_port}"],
-        stdout=open(w / "etcd.log", "w"), stderr=subprocess.STDOUT)]
-    procs.append(subprocess.Popen(
-        [str(APISERVER), f"--etcd-servers=http://127.0.0.1:{etcd_port}", "--bind-address=127.0.0.1",
-         f"--secure-port={port}", f"--tls-cert-file={w / 'srv.crt'}", f"--tls-private-key-file={w / 'srv.key'}",
-         f"--client-ca-file={w / 'ca.crt'}", f"--token-auth-file={w / 'tokens.csv'}", "--authorization-mode=RBAC",
-         "--service-account-issuer=https://kubernetes.default.svc", f"--service-account-key-file={w / 'sa.pub'}",
-         f"--service-account-signing-key-file={w / 'sa.key'}", "--service-cluster-ip-range=10.96.0.0/16"],
-        stdout=open(w / "apiserver.log", "w"), stderr=subprocess.STDOUT))
+    procs = [
+        subprocess.Popen(
+            [
+                "etcd",
+                "--data-dir",
+                str(w / "etcd"),
+                "--listen-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{etcd_port}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+            ],
+            stdout=open(w / "etcd.log", "w"),
+            stderr=subprocess.STDOUT,
+        )
+    ]
+    procs.append(
+        subprocess.Popen(
+            [
+                str(APISERVER),
+                f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={port}",
+                f"--tls-cert-file={w / 'srv.crt'}",
+                f"--tls-private-key-file={w / 'srv.key'}",
+                f"--client-ca-file={w / 'ca.crt'}",
+                f"--token-auth-file={w / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc",
+                f"--service-account-key-file={w / 'sa.pub'}",
+                f"--service-account-signing-key-file={w / 'sa.key'}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+            ],
+            stdout=open(w / "apiserver.log", "w"),
+            stderr=subprocess.STDOUT,
+        )
+    )
     kubeconfig = w / "kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "e2e",
-        "clusters": [{"name": "e2e", "cluster": {"server": f"https://127.0.0.1:{port}",
-                                                 "certificate-authority": str(w / "ca.crt")}}],
-        "users": [{"name": "admin", "user": {"token": "e2e-admin-token"}}],
-        "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}]}))
+    kubeconfig.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "e2e",
+                "clusters": [
+                    {
+                        "name": "e2e",
+                        "cluster": {"server": f"https://127.0.0.1:{port}", "certificate-authority": str(w / "ca.crt")},
+                    }
+                ],
+                "users": [{"name": "admin", "user": {"token": "e2e-admin-token"}}],
+                "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}],
+            }
+        )
+    )
     from kubernetes import client, config
+
     deadline = time.monotonic() + 90
     while True:
         try:
             api = config.new_client_from_config(str(kubeconfig))
             client.VersionApi(api).get_code()
             break
-        except Exception:
+        except Exception:  # noqa: BLE001 - any error means "not ready yet" until the deadline
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 pytest.fail("kube-apiserver did not become ready:\n" + (w / "apiserver.log").read_text()[-3000:])
             time.sleep(1)
@@ -99,10 +184,17 @@ def apiserver(tmp_path_factory):
 
 @pytest.fixture
 def namespace(apiserver, request):
-    from kubernetes import client
     import hashlib
+
+    from kubernetes import client
+
     digest = hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:6]
-    name = "e2e-" + request.node.name.lower().replace("_", "-").replace("[", "-").replace("]", "")[:30].strip("-") + "-" + digest
+    name = (
+        "e2e-"
+        + request.node.name.lower().replace("_", "-").replace("[", "-").replace("]", "")[:30].strip("-")
+        + "-"
+        + digest
+    )
     client.CoreV1Api(apiserver["api"]).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=name)))
     return name
 
@@ -113,6 +205,7 @@ def helm_in(apiserver, major: str, namespace: str) -> helm.Helm:
 
 def job_names(api, namespace):
     from kubernetes import client
+
     return sorted(j.metadata.name for j in client.BatchV1Api(api).list_namespaced_job(namespace).items)
 
 
@@ -149,8 +242,10 @@ def test_fixed_job_names_show_why_runs_are_hashed(apiserver, namespace):
 
 def token_for(apiserver, namespace, sa, tmp_path) -> Path:
     from kubernetes import client
+
     tr = client.CoreV1Api(apiserver["api"]).create_namespaced_service_account_token(
-        sa, namespace, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[])))
+        sa, namespace, client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=[]))
+    )
     sa_dir = tmp_path / "sa"
     sa_dir.mkdir()
     (sa_dir / "token").write_text(tr.status.token)
@@ -160,14 +255,24 @@ def token_for(apiserver, namespace, sa, tmp_path) -> Path:
 
 def finish(api, namespace, job, outcome):
     from kubernetes import client
+
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     cond = lambda t: {"type": t, "status": "True", "lastProbeTime": now, "lastTransitionTime": now}  # noqa: E731
     if outcome == "Complete":
-        status = {"startTime": now, "completionTime": now, "succeeded": 1, "completedIndexes": "0",
-                  "conditions": [cond("SuccessCriteriaMet"), cond("Complete")]}
+        status = {
+            "startTime": now,
+            "completionTime": now,
+            "succeeded": 1,
+            "completedIndexes": "0",
+            "conditions": [cond("SuccessCriteriaMet"), cond("Complete")],
+        }
     else:
-        status = {"startTime": now, "failed": 1, "failedIndexes": "0",
-                  "conditions": [cond("FailureTarget"), cond("Failed")]}
+        status = {
+            "startTime": now,
+            "failed": 1,
+            "failedIndexes": "0",
+            "conditions": [cond("FailureTarget"), cond("Failed")],
+        }
     client.BatchV1Api(api).patch_namespaced_job_status(job, namespace, {"status": status})
 
 
@@ -175,13 +280,19 @@ def finish(api, namespace, job, outcome):
 def test_launcher_stops_a_server_through_the_api_when_the_chief_job_ends(apiserver, namespace, tmp_path, outcome, rc):
     api = apiserver["api"]
     from kubernetes import client, utils
+
     docs = helm.parse(helm.template([PS_EXAMPLE], release="tf", namespace=namespace))
     for doc in docs:
         if doc["kind"] != "Pod":  # the helm-test Pod is a hook
             utils.create_from_dict(api, doc, namespace=namespace)
     chief = next(d["metadata"]["name"] for d in docs if d["kind"] == "Job" and "-chief-" in d["metadata"]["name"])
-    ps_env = {e["name"]: e.get("value") for d in docs if d["kind"] == "Job" and "-ps-" in d["metadata"]["name"]
-              for e in d["spec"]["template"]["spec"]["containers"][0]["env"] if "value" in e}
+    ps_env = {
+        e["name"]: e.get("value")
+        for d in docs
+        if d["kind"] == "Job" and "-ps-" in d["metadata"]["name"]
+        for e in d["spec"]["template"]["spec"]["containers"][0]["env"]
+        if "value" in e
+    }
     assert ps_env["TF_CLUSTER_LEADER_JOB"] == chief and ps_env["TF_CLUSTER_STOP_WITH_LEADER"] == "true"
     sa_dir = token_for(apiserver, namespace, "tf-tf-cluster", tmp_path)
 
@@ -195,14 +306,32 @@ def test_launcher_stops_a_server_through_the_api_when_the_chief_job_ends(apiserv
         client.BatchV1Api(limited).list_namespaced_job(namespace)
     assert e.value.status == 403
 
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("TF_CONFIG")},
-           "KUBERNETES_SERVICE_HOST": "127.0.0.1", "KUBERNETES_SERVICE_PORT": str(apiserver["port"]),
-           "TF_CLUSTER_SA_DIR": str(sa_dir), "TF_CLUSTER_NAMESPACE": namespace, "TF_CLUSTER_LEADER_JOB": chief,
-           "TF_CLUSTER_STOP_WITH_LEADER": "true", "TF_CLUSTER_POLL_SECONDS": "1", "TF_CLUSTER_ROLE": "ps",
-           "TF_TASK_INDEX": "0"}
-    proc = subprocess.Popen([sys.executable, str(LAUNCHER), "--", sys.executable, "-c",
-                             "import time; print('serving', flush=True); time.sleep(600)"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TF_CONFIG")},
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(apiserver["port"]),
+        "TF_CLUSTER_SA_DIR": str(sa_dir),
+        "TF_CLUSTER_NAMESPACE": namespace,
+        "TF_CLUSTER_LEADER_JOB": chief,
+        "TF_CLUSTER_STOP_WITH_LEADER": "true",
+        "TF_CLUSTER_POLL_SECONDS": "1",
+        "TF_CLUSTER_ROLE": "ps",
+        "TF_TASK_INDEX": "0",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(LAUNCHER),
+            "--",
+            sys.executable,
+            "-c",
+            "import time; print('serving', flush=True); time.sleep(600)",
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "serving"
     time.sleep(3)
     assert proc.poll() is None, "a ps must keep serving while the chief runs"

@@ -5,6 +5,7 @@ rendered by Helm 4 as release `tf` in namespace `default`. tests/unit/test_golde
 checks that Helm 4 and Helm 3 both still render exactly these bytes, so a refactor
 shows its effect here and a change to what is rendered is reviewed as a diff.
 """
+
 from __future__ import annotations
 
 import sys

@@ -1,4 +1,5 @@
 """Real TensorFlow: the chart's rendered cluster run as local processes (no Kubernetes)."""
+
 from __future__ import annotations
 
 import os
@@ -17,12 +18,20 @@ FAST = {"env": [{"name": "EPOCHS", "value": "3"}, {"name": "STEPS_PER_EPOCH", "v
 
 
 def cluster(tmp_path: Path, values_file: Path, extra: dict | None = None, on_line=None) -> LocalRunner:
-    from rendering import deep_merge
     import yaml
+
+    from rendering import deep_merge
+
     values = deep_merge(yaml.safe_load(values_file.read_text()), extra or FAST)
     docs = render(values)
-    return LocalRunner(docs, manifests.pods(docs, node_cpus=os.cpu_count()), tmp_path / "run",
-                       poll_seconds=0.5, restart_delay=3, on_line=on_line)
+    return LocalRunner(
+        docs,
+        manifests.pods(docs, node_cpus=os.cpu_count()),
+        tmp_path / "run",
+        poll_seconds=0.5,
+        restart_delay=3,
+        on_line=on_line,
+    )
 
 
 def run(r: LocalRunner, timeout: float) -> bool:
@@ -43,8 +52,9 @@ def test_mwms_chief_and_worker_train_and_the_chief_model_loads(tmp_path):
     chief = task(c, "chief-0")
     assert chief.result["chief"] is True and chief.progress["epoch"] == 3
     model_dir = chief.result["model_dir"]
-    import tf_keras
     import numpy as np
+    import tf_keras
+
     model = tf_keras.models.load_model(model_dir)
     assert model.predict(np.zeros((2, 16), "float32"), verbose=0).shape == (2, 4)
     assert task(c, "worker-0").result["chief"] is False
@@ -54,7 +64,11 @@ def test_parameter_server_with_evaluator_completes_and_servers_are_stopped(tmp_p
     c = cluster(tmp_path, EX / "parameter-server-evaluator.yaml")
     assert run(c, 400), [(j.name, j.reason) for j in c.cluster.jobs]
     assert {j.role: j.condition for j in c.cluster.jobs} == {
-        "chief": "Complete", "worker": "Complete", "ps": "Complete", "evaluator": "Complete"}
+        "chief": "Complete",
+        "worker": "Complete",
+        "ps": "Complete",
+        "evaluator": "Complete",
+    }
     for t in c.cluster.tasks():
         assert t.proc.poll() is not None, f"{t.name} still running"
         assert t.exit_codes[-1] == 0
@@ -109,12 +123,14 @@ def test_the_other_cpu_examples_run_to_completion(name, tmp_path):
 
 def test_gpu_example_is_refused_with_advice(tmp_path):
     from tf_cluster.errors import UsageError
+
     with pytest.raises(UsageError, match=r"roles.chief asks for nvidia.com/gpu.*--ignore-gpus"):
         cluster(tmp_path, EX / "mwms-gpu.yaml")
 
 
 def test_a_foreign_image_is_refused_with_advice(tmp_path):
     from tf_cluster.errors import UsageError
+
     with pytest.raises(UsageError, match=r"image 'ghcr.io/acme/train:1'.*--allow-image ghcr.io/acme/train"):
         cluster(tmp_path, EX / "mwms-cpu.yaml", {"image": {"repository": "ghcr.io/acme/train", "tag": "1"}})
 

@@ -1,5 +1,6 @@
 """The bad-input corpus: every file under tests/bad-values is refused by `helm template`
 with a message naming the offending value (each `# expect:` line), and nothing renders."""
+
 from __future__ import annotations
 
 from pathlib import Path

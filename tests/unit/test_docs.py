@@ -1,4 +1,5 @@
 """The values reference in charts/tf-cluster/README.md is generated, never hand-copied."""
+
 from __future__ import annotations
 
 import subprocess
@@ -7,14 +8,26 @@ from tf_cluster import CHART, ROOT, TOOLS_BIN
 
 
 def test_chart_readme_is_generated_from_the_current_values():
-    proc = subprocess.run([str(TOOLS_BIN / "helm-docs"), "--chart-search-root", str(ROOT / "charts"),
-                           "--template-files", "README.md.gotmpl", "--dry-run"],
-                          capture_output=True, text=True, check=True, cwd=ROOT)
+    proc = subprocess.run(
+        [
+            str(TOOLS_BIN / "helm-docs"),
+            "--chart-search-root",
+            str(ROOT / "charts"),
+            "--template-files",
+            "README.md.gotmpl",
+            "--dry-run",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     assert proc.stdout.strip() == (CHART / "README.md").read_text().strip(), "run `make docs`"
 
 
 def test_every_value_is_documented():
     import yaml
+
     readme = (CHART / "README.md").read_text()
     values = yaml.safe_load((CHART / "values.yaml").read_text())
 
@@ -25,5 +38,6 @@ def test_every_value_is_documented():
                 yield from leaves(v, key + ".")
             else:
                 yield key
+
     missing = [k for k in leaves(values) if f"| {k} |" not in readme]
     assert missing == []

@@ -1,5 +1,6 @@
 """Every values example renders under Helm 4 and Helm 3, validates against the
 Kubernetes 1.29 and 1.35 schemas, and renders to identical bytes twice."""
+
 from __future__ import annotations
 
 import pytest
@@ -33,6 +34,7 @@ def test_schema_validation_catches_a_broken_manifest():
     """The validator is not a rubber stamp: a Job with a wrong field type fails."""
     docs = helm.parse(helm.template([EXAMPLES[0]]))
     import copy
+
     job = next(d for d in docs if d["kind"] == "Job")
     wrong_type, unknown_field = copy.deepcopy(job), copy.deepcopy(job)
     wrong_type["spec"]["completions"] = "two"
@@ -51,8 +53,18 @@ def test_kube_version_below_1_29_is_refused(helm_major):
 
 def test_cli_render_tf_config_table_has_one_row_per_pod(capsys):
     from tf_cluster.cli import main
-    assert main(["render", "-f", str(CHART.parent.parent / "values-examples" / "parameter-server-evaluator.yaml"),
-                 "--tf-config"]) == 0
+
+    assert (
+        main(
+            [
+                "render",
+                "-f",
+                str(CHART.parent.parent / "values-examples" / "parameter-server-evaluator.yaml"),
+                "--tf-config",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out.strip().splitlines()
     assert out[0].split() == ["POD", "TASK", "TF_CONFIG"]
     assert [ln.split()[1] for ln in out[1:]] == ["chief:0", "worker:0", "worker:1", "ps:0", "evaluator:0"]
@@ -67,6 +79,7 @@ def test_helm_lint_strict(example, helm_major):
 
 def test_cli_set_string_and_exit_codes(capsys):
     from tf_cluster.cli import main
+
     assert main(["render", "--set-string", "env[0].name=EPOCHS", "--set-string", "env[0].value=7", "--tf-config"]) == 0
     assert main(["render", "--set", "roles.chief.replicas=2"]) == 4  # RenderError
     err = capsys.readouterr().err
@@ -77,6 +90,7 @@ def test_cli_set_string_and_exit_codes(capsys):
 def test_cli_smoke_refuses_what_it_cannot_use(capsys, tmp_path):
     """Usage errors come before any cluster is touched (the runs themselves: tests/e2e/cluster)."""
     from tf_cluster.cli import main
+
     example = str(CHART.parent.parent / "values-examples" / "mwms-cpu.yaml")
     assert main(["smoke", "-f", str(tmp_path / "nope.yaml"), "--kubeconfig", str(tmp_path / "k")]) == 2
     assert "values file" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """Golden renders: every example, every tests/golden/cases file and the defaults render to the
 checked-in bytes under Helm 4 and Helm 3. A change to the templates shows its effect as a diff
 of tests/golden/renders (`make golden` re-renders them)."""
+
 from __future__ import annotations
 
 import difflib
@@ -25,6 +26,11 @@ def test_render_is_byte_identical_to_its_golden_file(name, helm_major):
     want = (RENDERS / f"{name}.yaml").read_text()
     got = render(CASES[name], helm_major)
     if got != want:
-        diff = "".join(list(difflib.unified_diff(want.splitlines(True), got.splitlines(True),
-                                                 f"golden/{name}.yaml", f"helm{helm_major}"))[:80])
+        diff = "".join(
+            list(
+                difflib.unified_diff(
+                    want.splitlines(True), got.splitlines(True), f"golden/{name}.yaml", f"helm{helm_major}"
+                )
+            )[:80]
+        )
         pytest.fail(f"render of {name} differs from its golden file (`make golden`, then review):\n{diff}")

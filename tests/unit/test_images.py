@@ -1,4 +1,5 @@
 """Image contexts: the Dockerfile renders per variant; the tag follows the content."""
+
 from __future__ import annotations
 
 import pytest
@@ -6,7 +7,9 @@ import pytest
 from tf_cluster import images
 
 
-@pytest.mark.parametrize("variant,package", [("cpu", "tensorflow-cpu==2.21.0"), ("gpu", "tensorflow[and-cuda]==2.21.0")])
+@pytest.mark.parametrize(
+    "variant,package", [("cpu", "tensorflow-cpu==2.21.0"), ("gpu", "tensorflow[and-cuda]==2.21.0")]
+)
 def test_dockerfile_per_variant(variant, package):
     text = images.render_dockerfile(variant, base="python:3.11-slim-bookworm")
     assert text.startswith("# Generated") and "FROM python:3.11-slim-bookworm" in text

@@ -1,4 +1,5 @@
 """The chart's launcher, run for real around real child processes."""
+
 from __future__ import annotations
 
 import json
@@ -7,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -21,8 +21,14 @@ import launcher  # noqa: E402
 def start(argv, tmp_path, **env):
     full = {k: v for k, v in os.environ.items() if not k.startswith(("TF_CONFIG", "KUBERNETES_"))}
     full.update({"TF_CLUSTER_ROLE": "worker", "TF_TASK_INDEX": "1", **env})
-    return subprocess.Popen([sys.executable, str(LAUNCHER), "--", *argv], env=full, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path)
+    return subprocess.Popen(
+        [sys.executable, str(LAUNCHER), "--", *argv],
+        env=full,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=tmp_path,
+    )
 
 
 def cluster(*hosts):
@@ -38,8 +44,13 @@ def test_waits_for_peers_that_resolve_then_runs_the_command(tmp_path):
 
 def test_times_out_naming_the_missing_peers(tmp_path):
     t0 = time.monotonic()
-    p = start([sys.executable, "-c", "print('never')"], tmp_path, TF_PEER="x",
-              TF_CONFIG=cluster("localhost", "tf-worker-7.nowhere.invalid"), TF_CLUSTER_PEER_TIMEOUT="2")
+    p = start(
+        [sys.executable, "-c", "print('never')"],
+        tmp_path,
+        TF_PEER="x",
+        TF_CONFIG=cluster("localhost", "tf-worker-7.nowhere.invalid"),
+        TF_CLUSTER_PEER_TIMEOUT="2",
+    )
     out, err = p.communicate(timeout=30)
     assert p.returncode == launcher.EXIT_PEERS_TIMEOUT == 4
     assert "never" not in out
@@ -49,12 +60,14 @@ def test_times_out_naming_the_missing_peers(tmp_path):
 
 def test_sigterm_is_forwarded_and_the_child_may_finish(tmp_path):
     marker = tmp_path / "checkpointed"
-    child = ("import signal, sys, time, pathlib\n"
-             "def stop(*a):\n"
-             f"    time.sleep(0.5); pathlib.Path({str(marker)!r}).write_text('saved'); sys.exit(0)\n"
-             "signal.signal(signal.SIGTERM, stop)\n"
-             "print('ready', flush=True)\n"
-             "time.sleep(60)\n")
+    child = (
+        "import signal, sys, time, pathlib\n"
+        "def stop(*a):\n"
+        f"    time.sleep(0.5); pathlib.Path({str(marker)!r}).write_text('saved'); sys.exit(0)\n"
+        "signal.signal(signal.SIGTERM, stop)\n"
+        "print('ready', flush=True)\n"
+        "time.sleep(60)\n"
+    )
     p = start([sys.executable, "-c", child], tmp_path)
     assert p.stdout.readline().strip() == "ready"
     p.send_signal(signal.SIGTERM)
@@ -66,8 +79,16 @@ def test_sigterm_is_forwarded_and_the_child_may_finish(tmp_path):
 
 def test_a_child_that_ignores_sigterm_is_killed_after_the_stop_grace(tmp_path):
     """As TensorFlow's coordination service does in multi-worker runs (seen on a real node)."""
-    p = start([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, lambda *a: print('ignored', "
-               "flush=True)); print('up', flush=True); time.sleep(600)"], tmp_path, TF_CLUSTER_STOP_GRACE="1")
+    p = start(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, lambda *a: print('ignored', "
+            "flush=True)); print('up', flush=True); time.sleep(600)",
+        ],
+        tmp_path,
+        TF_CLUSTER_STOP_GRACE="1",
+    )
     assert p.stdout.readline().strip() == "up"
     t0 = time.monotonic()
     p.send_signal(signal.SIGTERM)
@@ -87,9 +108,14 @@ def test_a_killed_child_reports_128_plus_signal(tmp_path):
 def test_stops_the_child_when_the_leading_job_finishes(condition, rc, tmp_path):
     status = tmp_path / "leader"
     status.write_text("")
-    p = start([sys.executable, "-c", "import time; print('serving', flush=True); time.sleep(600)"], tmp_path,
-              TF_CLUSTER_STOP_WITH_LEADER="true", TF_CLUSTER_LEADER_STATUS_FILE=str(status),
-              TF_CLUSTER_POLL_SECONDS="0.2", TF_CLUSTER_LEADER_JOB="tf-chief")
+    p = start(
+        [sys.executable, "-c", "import time; print('serving', flush=True); time.sleep(600)"],
+        tmp_path,
+        TF_CLUSTER_STOP_WITH_LEADER="true",
+        TF_CLUSTER_LEADER_STATUS_FILE=str(status),
+        TF_CLUSTER_POLL_SECONDS="0.2",
+        TF_CLUSTER_LEADER_JOB="tf-chief",
+    )
     assert p.stdout.readline().strip() == "serving"
     time.sleep(1)
     assert p.poll() is None  # still serving while the chief runs
@@ -107,9 +133,15 @@ def test_a_replacement_started_after_the_leader_finished_exits_instead_of_waitin
     for peers that were gone (the ps had stopped) instead of ending: it must exit 0 at once."""
     status = tmp_path / "leader"
     status.write_text("Complete" if already_before_start else "")
-    p = start([sys.executable, "-c", "print('never')"], tmp_path, TF_CLUSTER_STOP_WITH_LEADER="true",
-              TF_CLUSTER_LEADER_STATUS_FILE=str(status), TF_CLUSTER_LEADER_JOB="tf-chief",
-              TF_CONFIG=cluster("localhost", "tf-ps-0.gone.invalid"), TF_CLUSTER_PEER_TIMEOUT="120")
+    p = start(
+        [sys.executable, "-c", "print('never')"],
+        tmp_path,
+        TF_CLUSTER_STOP_WITH_LEADER="true",
+        TF_CLUSTER_LEADER_STATUS_FILE=str(status),
+        TF_CLUSTER_LEADER_JOB="tf-chief",
+        TF_CONFIG=cluster("localhost", "tf-ps-0.gone.invalid"),
+        TF_CLUSTER_PEER_TIMEOUT="120",
+    )
     if not already_before_start:
         time.sleep(1.5)
         assert p.poll() is None  # waiting for the missing peer while the chief runs
@@ -140,9 +172,17 @@ CONDITIONS = {
     "running": ([], ""),
     "complete-1.30": ([{"type": "Complete", "status": "True"}], "Complete"),
     "complete-1.31-success-criteria-first": (
-        [{"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}], "Complete"),
-    "failure-target-first": ([{"type": "FailureTarget", "status": "True"}, {"type": "Failed", "status": "True"}], "Failed"),
-    "suspended-false-complete": ([{"type": "Suspended", "status": "False"}, {"type": "Complete", "status": "True"}], "Complete"),
+        [{"type": "SuccessCriteriaMet", "status": "True"}, {"type": "Complete", "status": "True"}],
+        "Complete",
+    ),
+    "failure-target-first": (
+        [{"type": "FailureTarget", "status": "True"}, {"type": "Failed", "status": "True"}],
+        "Failed",
+    ),
+    "suspended-false-complete": (
+        [{"type": "Suspended", "status": "False"}, {"type": "Complete", "status": "True"}],
+        "Complete",
+    ),
     "false-condition-ignored": ([{"type": "Failed", "status": "False"}], ""),
 }
 
@@ -154,8 +194,11 @@ def test_job_conditions_are_read_by_type_not_position(conditions, want):
 
 @pytest.mark.parametrize("intra,want", [("1", "2"), ("4", "4")])
 def test_inter_op_threads_are_at_least_two(intra, want, tmp_path):
-    p = start([sys.executable, "-c", "import os; print(os.environ['TF_NUM_INTEROP_THREADS'])"], tmp_path,
-              TF_NUM_INTRAOP_THREADS=intra)
+    p = start(
+        [sys.executable, "-c", "import os; print(os.environ['TF_NUM_INTEROP_THREADS'])"],
+        tmp_path,
+        TF_NUM_INTRAOP_THREADS=intra,
+    )
     out, _ = p.communicate(timeout=30)
     assert out.strip() == want
 
@@ -163,6 +206,7 @@ def test_inter_op_threads_are_at_least_two(intra, want, tmp_path):
 def test_run_local_maps_each_path_once(tmp_path):
     """A volume mapped into a folder under /tmp is not remapped by the pod's /tmp mount."""
     from tf_cluster.local import LocalCluster
+
     c = LocalCluster.__new__(LocalCluster)
     c.address_map = {"tf-worker-0.tf:2222": "localhost:5000"}
     paths = [("/mnt/checkpoints", "/tmp/run/volumes/ckpt"), ("/tmp", "/tmp/run/pods/worker-0/tmp")]

@@ -1,4 +1,5 @@
 """Restart policy, RBAC, NetworkPolicy, security context and run naming on every example."""
+
 from __future__ import annotations
 
 import pytest
@@ -51,19 +52,29 @@ def test_network_policy_selects_every_training_pod_and_admits_only_the_release(p
         assert all(labels[k] in v for k, v in exprs.items()), job["metadata"]["name"]
     (rule,) = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": 2222, "protocol": "TCP"}]
-    assert rule["from"] == [{"podSelector": {"matchLabels": {
-        "app.kubernetes.io/name": "tf-cluster", "app.kubernetes.io/instance": "tf"}}}]
+    assert rule["from"] == [
+        {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "tf-cluster", "app.kubernetes.io/instance": "tf"}}}
+    ]
 
 
 def test_role_is_read_only_and_limited_to_the_leading_job():
     docs = render(example(PS_EVAL))
     (role,) = [d for d in docs if d["kind"] == "Role"]
-    chief = next(d["metadata"]["name"] for d in docs if d["kind"] == "Job" and d["metadata"]["name"].startswith("tf-tf-cluster-chief"))
+    chief = next(
+        d["metadata"]["name"]
+        for d in docs
+        if d["kind"] == "Job" and d["metadata"]["name"].startswith("tf-tf-cluster-chief")
+    )
     for rule in role["rules"]:
         assert set(rule["verbs"]) <= {"get", "list", "watch"}
         assert rule["resourceNames"] == [chief]
-    tokens = {d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]:
-              d["spec"]["template"]["spec"]["automountServiceAccountToken"] for d in docs if d["kind"] == "Job"}
+    tokens = {
+        d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"]["template"]["spec"][
+            "automountServiceAccountToken"
+        ]
+        for d in docs
+        if d["kind"] == "Job"
+    }
     assert tokens == {"chief": False, "worker": True, "ps": True, "evaluator": True}
 
 
@@ -81,16 +92,22 @@ def test_a_changed_training_spec_is_a_new_run_and_an_unchanged_one_the_same_byte
 
 def psscheck(manifest: str):
     import subprocess
+
     from tf_cluster import TOOLS_BIN
-    return subprocess.run([str(TOOLS_BIN / "psscheck"), "-level", "restricted"], input=manifest,
-                          capture_output=True, text=True)
+
+    return subprocess.run(
+        [str(TOOLS_BIN / "psscheck"), "-level", "restricted"], input=manifest, capture_output=True, text=True
+    )
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_every_pod_template_passes_pod_security_restricted(path, helm_major):
     """Checked by Kubernetes' own PodSecurity evaluator (k8s.io/pod-security-admission)."""
-    values = {**example(path), "tensorboard": {**example(path).get("tensorboard", {}), "enabled": True},
-              "storage": {**example(path).get("storage", {}), "logs": {"type": "pvc"}}}
+    values = {
+        **example(path),
+        "tensorboard": {**example(path).get("tensorboard", {}), "enabled": True},
+        "storage": {**example(path).get("storage", {}), "logs": {"type": "pvc"}},
+    }
     proc = psscheck(render_text(values, helm_major=helm_major))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 violation(s)" in proc.stderr
@@ -104,6 +121,7 @@ def test_the_policy_check_rejects_a_weakened_pod():
 
 def test_argocd_application_example_renders_with_sync_wave():
     from tf_cluster import ROOT
+
     app = yaml.safe_load((ROOT / "values-examples" / "argocd" / "application.yaml").read_text())
     values = app["spec"]["source"]["helm"]["valuesObject"]
     jobs = [d for d in render(values, release=app["spec"]["source"]["helm"]["releaseName"]) if d["kind"] == "Job"]
@@ -112,9 +130,15 @@ def test_argocd_application_example_renders_with_sync_wave():
 
 
 def test_per_role_job_policy_overrides():
-    values = {"strategy": "parameterServer", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "ps": {"replicas": 1}},
-              "job": {"activeDeadlineSeconds": 3600}, "jobPolicies": {"ps": {"backoffLimitPerIndex": 0, "ttlSecondsAfterFinished": 60}}}
-    jobs = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"] for d in render(values) if d["kind"] == "Job"}
+    values = {
+        "strategy": "parameterServer",
+        "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}, "ps": {"replicas": 1}},
+        "job": {"activeDeadlineSeconds": 3600},
+        "jobPolicies": {"ps": {"backoffLimitPerIndex": 0, "ttlSecondsAfterFinished": 60}},
+    }
+    jobs = {
+        d["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"] for d in render(values) if d["kind"] == "Job"
+    }
     assert jobs["ps"]["backoffLimitPerIndex"] == 0 and jobs["ps"]["ttlSecondsAfterFinished"] == 60
     assert jobs["chief"]["backoffLimitPerIndex"] == 3 and "ttlSecondsAfterFinished" not in jobs["chief"]
     assert {s["activeDeadlineSeconds"] for s in jobs.values()} == {3600}

@@ -1,5 +1,6 @@
 """Roles as data: the chart behaves as its role table (files/roles.yaml) says, the tooling reads
 the same table, and `roleDefaults` is merged under every role."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,15 @@ from rendering import pods, render
 from tf_cluster import CHART, roles
 from tf_cluster.errors import RenderError
 
-EVERY_ROLE = {"strategy": "custom", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2},
-                                              "ps": {"replicas": 1}, "evaluator": {"replicas": 1}}}
+EVERY_ROLE = {
+    "strategy": "custom",
+    "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "ps": {"replicas": 1}, "evaluator": {"replicas": 1}},
+}
 PS = {**EVERY_ROLE, "strategy": "parameterServer"}
-MWMS = {"strategy": "multiWorkerMirrored", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2},
-                                                     "evaluator": {"replicas": 1}}}
+MWMS = {
+    "strategy": "multiWorkerMirrored",
+    "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "evaluator": {"replicas": 1}},
+}
 
 
 def env(pod, name):
@@ -54,9 +59,13 @@ def test_the_first_present_role_that_may_lead_leads(helm_major):
 
 
 def test_role_defaults_are_set_once_and_apply_to_every_role(helm_major):
-    shared = {"resources": {"limits": {"cpu": "1", "memory": "2Gi"}}, "nodeSelector": {"pool": "cpu"},
-              "tolerations": [{"key": "cpu", "operator": "Exists"}], "podLabels": {"team": "ml"},
-              "priorityClassName": "batch"}
+    shared = {
+        "resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
+        "nodeSelector": {"pool": "cpu"},
+        "tolerations": [{"key": "cpu", "operator": "Exists"}],
+        "podLabels": {"team": "ml"},
+        "priorityClassName": "batch",
+    }
     rendered = pods({**PS, "roleDefaults": shared}, helm_major=helm_major)
     assert {p.role for p in rendered} == set(roles.NAMES)
     for p in rendered:
@@ -66,12 +75,24 @@ def test_role_defaults_are_set_once_and_apply_to_every_role(helm_major):
 
 
 def test_a_role_overrides_role_defaults_maps_merged_key_by_key_lists_replaced(helm_major):
-    values = {**PS, "roleDefaults": {"resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
-                                     "nodeSelector": {"pool": "cpu"}, "tolerations": [{"key": "a", "operator": "Exists"}],
-                                     "schedulerName": "default-scheduler"}}
-    values["roles"] = {**PS["roles"], "chief": {"replicas": 1, "resources": {"limits": {"memory": "8Gi"}},
-                                                "tolerations": [{"key": "b", "operator": "Exists"}],
-                                                "schedulerName": "gang"}}
+    values = {
+        **PS,
+        "roleDefaults": {
+            "resources": {"limits": {"cpu": "1", "memory": "2Gi"}},
+            "nodeSelector": {"pool": "cpu"},
+            "tolerations": [{"key": "a", "operator": "Exists"}],
+            "schedulerName": "default-scheduler",
+        },
+    }
+    values["roles"] = {
+        **PS["roles"],
+        "chief": {
+            "replicas": 1,
+            "resources": {"limits": {"memory": "8Gi"}},
+            "tolerations": [{"key": "b", "operator": "Exists"}],
+            "schedulerName": "gang",
+        },
+    }
     by_role = {p.role: p for p in pods(values, helm_major=helm_major)}
     chief, worker = by_role["chief"], by_role["worker"]
     assert chief.container["resources"]["limits"] == {"cpu": "1", "memory": "8Gi"}
@@ -87,7 +108,9 @@ def test_the_run_follows_the_effective_settings_not_where_they_are_written(helm_
     every = {**MWMS["roles"], "ps": {"replicas": 0}}
     per_role = {**MWMS, "roles": {r: {**v, "resources": limits} for r, v in every.items()}}
     shared = {**MWMS, "roleDefaults": {"resources": limits}}
-    names = [sorted(d["metadata"]["name"] for d in render(v, helm_major=helm_major) if d["kind"] == "Job")
-             for v in (per_role, shared, {**MWMS, "roleDefaults": {"resources": {"limits": {"cpu": "2"}}}})]
+    names = [
+        sorted(d["metadata"]["name"] for d in render(v, helm_major=helm_major) if d["kind"] == "Job")
+        for v in (per_role, shared, {**MWMS, "roleDefaults": {"resources": {"limits": {"cpu": "2"}}}})
+    ]
     assert names[0] == names[1]
     assert set(names[2]).isdisjoint(names[1])

@@ -1,16 +1,17 @@
 """TF_CONFIG: for every role and index, exactly what DESIGN.md decisions 1-3 say."""
+
 from __future__ import annotations
 
 import pytest
 
 from rendering import pods, render
 
-PS = {"strategy": "parameterServer",
-      "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 3}, "ps": {"replicas": 2},
-                "evaluator": {"replicas": 1}}}
+PS = {
+    "strategy": "parameterServer",
+    "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 3}, "ps": {"replicas": 2}, "evaluator": {"replicas": 1}},
+}
 MWMS = {"strategy": "multiWorkerMirrored", "roles": {"worker": {"replicas": 3}}}
-MWMS_CHIEF = {"strategy": "multiWorkerMirrored",
-              "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}}}
+MWMS_CHIEF = {"strategy": "multiWorkerMirrored", "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}}}
 NO_SUFFIX = {"run": {"suffix": "none"}}
 
 CASES = {
@@ -21,8 +22,7 @@ CASES = {
 
 
 def expected_cluster(counts: dict, fullname: str = "tf-tf-cluster", port: int = 2222) -> dict:
-    return {role: [f"{fullname}-{role}-{i}.{fullname}:{port}" for i in range(n)]
-            for role, n in counts.items()}
+    return {role: [f"{fullname}-{role}-{i}.{fullname}:{port}" for i in range(n)] for role, n in counts.items()}
 
 
 @pytest.mark.parametrize("values,counts", CASES.values(), ids=CASES.keys())
@@ -55,8 +55,9 @@ def test_every_address_names_a_pod_of_the_chart_on_its_tf_port(values, helm_majo
                 assert target.subdomain == service["metadata"]["name"]
                 assert target.ports["tf"] == int(port)
                 # the Service selects the target pod
-                labels = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == target.job
-                              )["spec"]["template"]["metadata"]["labels"]
+                labels = next(d for d in docs if d["kind"] == "Job" and d["metadata"]["name"] == target.job)["spec"][
+                    "template"
+                ]["metadata"]["labels"]
                 assert service["spec"]["selector"].items() <= labels.items()
 
 
@@ -72,8 +73,10 @@ def test_index_comes_from_the_completion_index_annotation(helm_major):
     job = next(d for d in render(MWMS, helm_major=helm_major) if d["kind"] == "Job")
     env = job["spec"]["template"]["spec"]["containers"][0]["env"]
     names = [e["name"] for e in env]
-    assert env[0] == {"name": "TF_TASK_INDEX", "valueFrom": {"fieldRef": {
-        "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}}}
+    assert env[0] == {
+        "name": "TF_TASK_INDEX",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"}},
+    }
     assert names.index("TF_TASK_INDEX") < names.index("TF_CONFIG")
     tf_config = next(e["value"] for e in env if e["name"] == "TF_CONFIG")
     assert tf_config.endswith('"index":$(TF_TASK_INDEX)}}')
@@ -81,9 +84,11 @@ def test_index_comes_from_the_completion_index_annotation(helm_major):
     assert job["spec"]["template"]["spec"]["subdomain"] == "tf-tf-cluster"
 
 
-@pytest.mark.parametrize("roles", [{"worker": {"replicas": 1}},
-                                   {"worker": {"replicas": 0}, "chief": {"replicas": 1}}],
-                         ids=["one-worker", "one-chief"])
+@pytest.mark.parametrize(
+    "roles",
+    [{"worker": {"replicas": 1}}, {"worker": {"replicas": 0}, "chief": {"replicas": 1}}],
+    ids=["one-worker", "one-chief"],
+)
 def test_single_task_release_trains_locally_without_tf_config(roles, helm_major):
     (pod,) = pods({"roles": roles}, helm_major=helm_major)
     assert "TF_CONFIG" not in pod.env
@@ -93,25 +98,43 @@ def test_single_task_release_trains_locally_without_tf_config(roles, helm_major)
 
 
 def test_fully_qualified_addresses(helm_major):
-    (p, _) = pods({**MWMS_CHIEF, **NO_SUFFIX, "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}},
-                   "tfConfig": {"fullyQualified": True}}, helm_major=helm_major, namespace="ml")
+    (p, _) = pods(
+        {
+            **MWMS_CHIEF,
+            **NO_SUFFIX,
+            "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 1}},
+            "tfConfig": {"fullyQualified": True},
+        },
+        helm_major=helm_major,
+        namespace="ml",
+    )
     assert p.tf_config["cluster"]["chief"] == ["tf-tf-cluster-chief-0.tf-tf-cluster.ml.svc.cluster.local:2222"]
 
 
 def test_legacy_tf1_flags_and_env(helm_major):
-    values = {"strategy": "custom", "legacyTF1": {"flags": True, "env": True}, **NO_SUFFIX,
-              "roles": {"worker": {"replicas": 2}, "ps": {"replicas": 1}}}
+    values = {
+        "strategy": "custom",
+        "legacyTF1": {"flags": True, "env": True},
+        **NO_SUFFIX,
+        "roles": {"worker": {"replicas": 2}, "ps": {"replicas": 1}},
+    }
     w1 = next(p for p in pods(values, helm_major=helm_major) if p.name == "worker-1")
     ps = "tf-tf-cluster-ps-0.tf-tf-cluster:2222"
     workers = "tf-tf-cluster-worker-0.tf-tf-cluster:2222,tf-tf-cluster-worker-1.tf-tf-cluster:2222"
     assert w1.args[-4:] == [f"--ps_hosts={ps}", f"--worker_hosts={workers}", "--job_name=worker", "--task_index=1"]
-    assert (w1.env["PS_HOSTS"], w1.env["WORKER_HOSTS"], w1.env["JOB_NAME"], w1.env["TASK_INDEX"]) == \
-        (ps, workers, "worker", "1")
+    assert (w1.env["PS_HOSTS"], w1.env["WORKER_HOSTS"], w1.env["JOB_NAME"], w1.env["TASK_INDEX"]) == (
+        ps,
+        workers,
+        "worker",
+        "1",
+    )
 
 
 def test_user_env_replaces_chart_env_without_duplicates(helm_major):
-    values = {"env": [{"name": "OMP_NUM_THREADS", "value": "7"}, {"name": "A", "value": "top"}],
-              "roles": {"worker": {"replicas": 2, "env": [{"name": "A", "value": "role"}]}}}
+    values = {
+        "env": [{"name": "OMP_NUM_THREADS", "value": "7"}, {"name": "A", "value": "top"}],
+        "roles": {"worker": {"replicas": 2, "env": [{"name": "A", "value": "role"}]}},
+    }
     job = next(d for d in render(values, helm_major=helm_major) if d["kind"] == "Job")
     names = [e["name"] for e in job["spec"]["template"]["spec"]["containers"][0]["env"]]
     assert len(names) == len(set(names))
@@ -127,8 +150,13 @@ def test_threads_follow_the_cpu_limit(helm_major):
 
 
 def test_storage_env_and_mounts(helm_major):
-    values = {"storage": {"checkpoints": {"type": "pvc"}, "data": {"type": "existingClaim", "existingClaim": "corpus"},
-                          "logs": {"type": "none"}}}
+    values = {
+        "storage": {
+            "checkpoints": {"type": "pvc"},
+            "data": {"type": "existingClaim", "existingClaim": "corpus"},
+            "logs": {"type": "none"},
+        }
+    }
     docs = render(values, helm_major=helm_major)
     w = pods(values, helm_major=helm_major)[0]
     assert w.env["AIP_MODEL_DIR"] == "/mnt/checkpoints/model"
@@ -152,6 +180,7 @@ def test_gpus_and_shm(helm_major):
 def test_tensorflow_cluster_resolver_parses_every_pod():
     """TensorFlow's own TFConfigClusterResolver reads each pod's TF_CONFIG as intended."""
     import os
+
     from tensorflow.python.distribute.cluster_resolver.tfconfig_cluster_resolver import TFConfigClusterResolver
 
     for values in (MWMS, MWMS_CHIEF, PS):

@@ -1,4 +1,5 @@
 """tf-cluster: build, render, validate and run the tf-cluster Helm chart."""
+
 from pathlib import Path
 
 __version__ = "0.1.0"

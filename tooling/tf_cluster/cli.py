@@ -1,5 +1,6 @@
 """`tf-cluster` command line. Exit codes: 0 ok, 2 usage, 3 tool missing, 4 render
 refused, 5 invalid manifests, 6 build failed, 7 run failed (run-local or smoke)."""
+
 from __future__ import annotations
 
 import argparse

@@ -1,4 +1,5 @@
 """The few error types the tool raises; each carries what a user needs to act."""
+
 from __future__ import annotations
 
 

@@ -7,14 +7,15 @@ optionally bound to a kubeconfig and a namespace, with one method per verb.
 cluster return the finished process and raise `HelmError` only with `check=True`,
 so a test can assert on a refusal (e.g. an immutable field).
 """
+
 from __future__ import annotations
 
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import yaml
 
@@ -30,7 +31,9 @@ class HelmError(RunError):
 
     def __init__(self, verb: str, proc: subprocess.CompletedProcess):
         self.verb, self.proc = verb, proc
-        super().__init__(f"helm {verb} failed (exit {proc.returncode}): {clean_helm_error(proc.stderr or proc.stdout or '')}")
+        super().__init__(
+            f"helm {verb} failed (exit {proc.returncode}): {clean_helm_error(proc.stderr or proc.stdout or '')}"
+        )
 
 
 def helm_binary(major: str = "4") -> str:
@@ -60,18 +63,31 @@ class Values:
     set_file: tuple[str, ...] = ()
 
     @classmethod
-    def of(cls, files: Iterable[str | Path] = (), set: Iterable[str] = (), set_string: Iterable[str] = (),
-           set_file: Iterable[str] = ()) -> Values:
+    def of(
+        cls,
+        files: Iterable[str | Path] = (),
+        set: Iterable[str] = (),
+        set_string: Iterable[str] = (),
+        set_file: Iterable[str] = (),
+    ) -> Values:
         return cls(tuple(files), tuple(set), tuple(set_string), tuple(set_file))
 
     def plus(self, other: Values) -> Values:
-        return Values(self.files + other.files, self.set + other.set, self.set_string + other.set_string,
-                      self.set_file + other.set_file)
+        return Values(
+            self.files + other.files,
+            self.set + other.set,
+            self.set_string + other.set_string,
+            self.set_file + other.set_file,
+        )
 
     def argv(self) -> list[str]:
         out: list[str] = []
-        for flag, items in (("-f", self.files), ("--set", self.set), ("--set-string", self.set_string),
-                            ("--set-file", self.set_file)):
+        for flag, items in (
+            ("-f", self.files),
+            ("--set", self.set),
+            ("--set-string", self.set_string),
+            ("--set-file", self.set_file),
+        ):
             for item in items:
                 out += [flag, str(item)]
         return out
@@ -103,8 +119,15 @@ class Helm:
         return proc
 
     # ------------------------------------------------------------ verbs
-    def template_argv(self, release: str, values: Values = Values(), *, chart: Path = CHART,
-                      kube_version: str | None = None, api_versions: Sequence[str] = ()) -> list[str]:
+    def template_argv(
+        self,
+        release: str,
+        values: Values = Values(),
+        *,
+        chart: Path = CHART,
+        kube_version: str | None = None,
+        api_versions: Sequence[str] = (),
+    ) -> list[str]:
         extra = ["--kube-version", kube_version] if kube_version else []
         for a in api_versions:
             extra += ["--api-versions", a]
@@ -121,33 +144,54 @@ class Helm:
             raise RenderError(clean_helm_error(proc.stderr), values_files=[str(f) for f in values.files])
         return proc.stdout
 
-    def install(self, release: str, values: Values = Values(), *, chart: Path = CHART, wait: bool = False,
-                timeout: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    def install(
+        self,
+        release: str,
+        values: Values = Values(),
+        *,
+        chart: Path = CHART,
+        wait: bool = False,
+        timeout: str | None = None,
+        check: bool = False,
+    ) -> subprocess.CompletedProcess:
         return self.run("install", release, chart, *values.argv(), *_wait(wait, timeout), check=check)
 
-    def upgrade(self, release: str, values: Values = Values(), *, chart: Path = CHART, install: bool = False,
-                wait: bool = False, timeout: str | None = None, check: bool = False) -> subprocess.CompletedProcess:
+    def upgrade(
+        self,
+        release: str,
+        values: Values = Values(),
+        *,
+        chart: Path = CHART,
+        install: bool = False,
+        wait: bool = False,
+        timeout: str | None = None,
+        check: bool = False,
+    ) -> subprocess.CompletedProcess:
         extra = ["--install"] if install else []
         return self.run("upgrade", release, chart, *values.argv(), *extra, *_wait(wait, timeout), check=check)
 
     def test(self, release: str, *, timeout: str = "5m", check: bool = False) -> subprocess.CompletedProcess:
         return self.run("test", release, "--timeout", timeout, check=check)
 
-    def uninstall(self, release: str, *, wait: bool = False, timeout: str | None = None,
-                  check: bool = False) -> subprocess.CompletedProcess:
+    def uninstall(
+        self, release: str, *, wait: bool = False, timeout: str | None = None, check: bool = False
+    ) -> subprocess.CompletedProcess:
         return self.run("uninstall", release, *_wait(wait, timeout), check=check)
 
-    def lint(self, values: Values = Values(), *, chart: Path = CHART, strict: bool = True,
-             check: bool = False) -> subprocess.CompletedProcess:
+    def lint(
+        self, values: Values = Values(), *, chart: Path = CHART, strict: bool = True, check: bool = False
+    ) -> subprocess.CompletedProcess:
         return self.run("lint", chart, *values.argv(), *(["--strict"] if strict else []), check=check)
 
-    def package(self, destination: Path, *, chart: Path = CHART, version: str | None = None,
-                check: bool = True) -> subprocess.CompletedProcess:
+    def package(
+        self, destination: Path, *, chart: Path = CHART, version: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess:
         extra = ["--version", version] if version else []
         return self.run("package", chart, "--destination", destination, *extra, check=check)
 
-    def push(self, package: Path, remote: str, *, plain_http: bool = False,
-             check: bool = True) -> subprocess.CompletedProcess:
+    def push(
+        self, package: Path, remote: str, *, plain_http: bool = False, check: bool = True
+    ) -> subprocess.CompletedProcess:
         """`helm push <package.tgz> oci://<registry>/<path>`."""
         return self.run("push", package, remote, *(["--plain-http"] if plain_http else []), check=check)
 
@@ -156,19 +200,25 @@ def _wait(wait: bool, timeout: str | None) -> list[str]:
     return (["--wait"] if wait else []) + (["--timeout", timeout] if timeout else [])
 
 
-def template(values_files: Iterable[str | Path] = (), *, set_values: Iterable[str] = (), release: str = "tf",
-             namespace: str = "default", helm: str = "4", **kw) -> str:
+def template(
+    values_files: Iterable[str | Path] = (),
+    *,
+    set_values: Iterable[str] = (),
+    release: str = "tf",
+    namespace: str = "default",
+    helm: str = "4",
+    **kw,
+) -> str:
     """Shorthand: render with values files and --set values."""
     return Helm(helm, namespace=namespace).template(release, Values.of(values_files, set_values), **kw)
 
 
 def clean_helm_error(stderr: str) -> str:
     """Helm's message without its boilerplate (`Error: execution error at (...):`, --debug hint)."""
-    lines = [ln for ln in stderr.strip().splitlines()
-             if ln.strip() and "Use --debug flag" not in ln]
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip() and "Use --debug flag" not in ln]
     text = "\n".join(lines)
     if text.startswith("Error: "):
-        text = text[len("Error: "):]
+        text = text[len("Error: ") :]
     if text.startswith("execution error at ("):
         text = text.split("): ", 1)[-1]
     return text

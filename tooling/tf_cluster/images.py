@@ -5,6 +5,7 @@ requirements for that variant, the project's pins as constraints, the chart's
 launcher and images/trainers/. Its tag carries a hash of all of it, so an
 unchanged context keeps its tag and any change gets a new one.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -49,15 +50,23 @@ class Context:
         return f"{self.repository}:{self.tag}-{self.digest[:12]}"
 
 
-def render_dockerfile(variant: str, base: str, python: str = "python3", extra_packages=(),
-                      ca_secret: bool = False) -> str:
+def render_dockerfile(
+    variant: str, base: str, python: str = "python3", extra_packages=(), ca_secret: bool = False
+) -> str:
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}: choose {', '.join(VARIANTS)}")
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(IMAGES), undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(IMAGES), undefined=jinja2.StrictUndefined, keep_trailing_newline=True
+    )
     return env.get_template("Dockerfile.j2").render(
-        variant=variant, base=base, python=python, tf_version=TF_VERSION, ca_secret=ca_secret,
-        extra_packages=list(extra_packages), **VARIANTS[variant])
+        variant=variant,
+        base=base,
+        python=python,
+        tf_version=TF_VERSION,
+        ca_secret=ca_secret,
+        extra_packages=list(extra_packages),
+        **VARIANTS[variant],
+    )
 
 
 def requirements(variant: str) -> str:
@@ -69,9 +78,15 @@ def constraints() -> str:
     return (ROOT / "tooling" / "requirements.txt").read_text()
 
 
-def assemble(variant: str, base: str = DEFAULT_BASE, repository: str = DEFAULT_REPOSITORY,
-             python: str = "python3", extra_packages=(), out: Path | None = None,
-             ca_secret: bool = False) -> Context:
+def assemble(
+    variant: str,
+    base: str = DEFAULT_BASE,
+    repository: str = DEFAULT_REPOSITORY,
+    python: str = "python3",
+    extra_packages=(),
+    out: Path | None = None,
+    ca_secret: bool = False,
+) -> Context:
     out = out or ROOT / "build" / "images" / variant
     if out.exists():
         shutil.rmtree(out)

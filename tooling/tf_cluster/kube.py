@@ -4,11 +4,12 @@ Shared by `tf-cluster smoke` and the cluster e2e tests. A Job is finished when i
 has a condition of type `Complete` or `Failed` with status True (never "the
 first condition", which is `SuccessCriteriaMet`/`FailureTarget` from k8s 1.31).
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from . import progress, roles
 from .errors import RunError
@@ -18,12 +19,20 @@ COMPONENT = "app.kubernetes.io/component"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
 # a pod waiting for one of these will not start by itself: report it instead of waiting out the timeout
-STUCK_REASONS = {"ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
-                 "CreateContainerConfigError", "CreateContainerError", "RunContainerError"}
+STUCK_REASONS = {
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "ErrImageNeverPull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+}
 
 
 def client_for(kubeconfig: str | None):
     from kubernetes import client, config
+
     if kubeconfig:
         return config.new_client_from_config(str(kubeconfig))
     try:
@@ -70,14 +79,19 @@ def exit_code(pod) -> int | None:
 def pod_seconds(pods) -> float | None:
     """From the first pod's start to the last one's end (or None while it runs)."""
     first = min((p.status.start_time for p in pods if p.status.start_time), default=None)
-    ends = [cs.state.terminated.finished_at for p in pods for cs in p.status.container_statuses or []
-            if cs.state and cs.state.terminated and cs.state.terminated.finished_at]
+    ends = [
+        cs.state.terminated.finished_at
+        for p in pods
+        for cs in p.status.container_statuses or []
+        if cs.state and cs.state.terminated and cs.state.terminated.finished_at
+    ]
     return (max(ends) - first).total_seconds() if first and ends else None
 
 
 def pod_log(api, namespace: str, pod, tail_lines: int | None = None) -> str:
     """A pod's log, or "" when there is none yet (container not started, pod gone)."""
     from kubernetes import client
+
     try:
         return client.CoreV1Api(api).read_namespaced_pod_log(pod.metadata.name, namespace, tail_lines=tail_lines)
     except client.ApiException:
@@ -87,6 +101,7 @@ def pod_log(api, namespace: str, pod, tail_lines: int | None = None) -> str:
 def logs_of(api, namespace: str, selector: str, tail_lines: int = 30) -> str:
     """The last log lines of every pod matching a label selector, each under its name."""
     from kubernetes import client
+
     out = ""
     for pod in client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector).items:
         out += f"--- {pod.metadata.name}:\n" + (pod_log(api, namespace, pod, tail_lines) or "(no log)\n")
@@ -96,6 +111,7 @@ def logs_of(api, namespace: str, selector: str, tail_lines: int = 30) -> str:
 def ensure_namespace(api, namespace: str) -> bool:
     """Create the namespace unless it exists; True when it was created here."""
     from kubernetes import client
+
     core = client.CoreV1Api(api)
     try:
         core.read_namespace(namespace)
@@ -109,6 +125,7 @@ def ensure_namespace(api, namespace: str) -> bool:
 
 def delete_namespace(api, namespace: str) -> None:
     from kubernetes import client
+
     client.CoreV1Api(api).delete_namespace(namespace)
 
 
@@ -121,8 +138,8 @@ def failed_reason(job) -> str:
 
 @dataclass
 class Snapshot:
-    jobs: dict = field(default_factory=dict)        # name -> V1Job
-    pods: list = field(default_factory=list)        # V1Pod of the release's Jobs
+    jobs: dict = field(default_factory=dict)  # name -> V1Job
+    pods: list = field(default_factory=list)  # V1Pod of the release's Jobs
 
     def states(self) -> dict[str, str]:
         return {n: job_state(j) for n, j in self.jobs.items()}
@@ -154,8 +171,11 @@ class Snapshot:
                             what = "unscheduled"
                     doing[what] = doing.get(what, 0) + 1
             live = ", ".join(f"{n} {w}" for w, n in sorted(doing.items()))
-            parts.append(f"{role} {st.succeeded or 0}/{want} done" + (f" ({live})" if live else "")
-                         + (f", {st.failed} failed" if st.failed else ""))
+            parts.append(
+                f"{role} {st.succeeded or 0}/{want} done"
+                + (f" ({live})" if live else "")
+                + (f", {st.failed} failed" if st.failed else "")
+            )
         return " | ".join(parts)
 
     def stuck(self) -> list[str]:
@@ -173,10 +193,14 @@ class Snapshot:
 
 def snapshot(api, namespace: str, release: str) -> Snapshot:
     from kubernetes import client
+
     sel = f"{INSTANCE}={release}"
     jobs = {j.metadata.name: j for j in client.BatchV1Api(api).list_namespaced_job(namespace, label_selector=sel).items}
-    pods = [p for p in client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=sel).items
-            if (p.metadata.labels or {}).get(JOB_NAME_LABEL) in jobs]
+    pods = [
+        p
+        for p in client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=sel).items
+        if (p.metadata.labels or {}).get(JOB_NAME_LABEL) in jobs
+    ]
     return Snapshot(jobs, pods)
 
 
@@ -197,15 +221,25 @@ def leader_log_line(api, namespace: str, snap: Snapshot) -> str:
     return ""
 
 
-def wait_for_jobs(api, namespace: str, release: str, *, timeout: float, stuck_grace: float = 60,
-                  say: Callable[[str], None] = print, every: float = 2, progress_every: float = 15) -> Snapshot:
+def wait_for_jobs(
+    api,
+    namespace: str,
+    release: str,
+    *,
+    timeout: float,
+    stuck_grace: float = 60,
+    say: Callable[[str], None] = print,
+    every: float = 2,
+    progress_every: float = 15,
+) -> Snapshot:
     """Wait until every Job of the release is Complete or Failed; report progress as it goes.
 
     Returns the final snapshot (callers decide what Failed means). Raises RunError on timeout or
     when a pod is stuck (bad image, unschedulable, bad config) for `stuck_grace` seconds.
     """
     t0 = time.monotonic()
-    last_line, last_progress, stuck_since = "", 0.0, None
+    last_line, last_progress = "", 0.0
+    stuck_since: float | None = None
     while True:
         snap = snapshot(api, namespace, release)
         line = snap.role_line() or "no Jobs yet"
@@ -221,9 +255,12 @@ def wait_for_jobs(api, namespace: str, release: str, *, timeout: float, stuck_gr
             return snap
         stuck = snap.stuck()
         stuck_since = (stuck_since or now) if stuck else None
-        if stuck and now - stuck_since >= stuck_grace:
-            raise RunError("pods cannot start:\n  " + "\n  ".join(stuck) +
-                           "\n  (a bad image name, an image the nodes cannot pull or load, or requests no node fits)")
+        if stuck_since is not None and now - stuck_since >= stuck_grace:
+            raise RunError(
+                "pods cannot start:\n  "
+                + "\n  ".join(stuck)
+                + "\n  (a bad image name, an image the nodes cannot pull or load, or requests no node fits)"
+            )
         if now - t0 > timeout:
             raise RunError(f"the run did not finish within {timeout:.0f}s: {line}")
         time.sleep(every)
@@ -232,6 +269,7 @@ def wait_for_jobs(api, namespace: str, release: str, *, timeout: float, stuck_gr
 def diagnostics(api, namespace: str, release: str, tail: int = 30) -> str:
     """Logs of the pods that failed or are stuck, and the namespace's Warning events."""
     from kubernetes import client
+
     core = client.CoreV1Api(api)
     snap = snapshot(api, namespace, release)
     out = []
@@ -240,9 +278,11 @@ def diagnostics(api, namespace: str, release: str, tail: int = 30) -> str:
             out.append(f"Job {name} Failed: {failed_reason(job)}")
     for p in snap.pods:
         bad = p.status.phase == "Failed" or any(
-            (cs.restart_count or 0) > 0 or (cs.state and cs.state.waiting and cs.state.waiting.reason in STUCK_REASONS)
+            (cs.restart_count or 0) > 0
+            or (cs.state and cs.state.waiting and cs.state.waiting.reason in STUCK_REASONS)
             or (cs.state and cs.state.terminated and cs.state.terminated.exit_code)
-            for cs in p.status.container_statuses or [])
+            for cs in p.status.container_statuses or []
+        )
         if not bad:
             continue
         text = pod_log(api, namespace, p, tail) or "(no log)"
@@ -254,8 +294,18 @@ def diagnostics(api, namespace: str, release: str, tail: int = 30) -> str:
     return "\n".join(out)
 
 
-RELEASE_KINDS = ("Job", "Pod", "Service", "ConfigMap", "ServiceAccount", "PersistentVolumeClaim", "Role",
-                 "RoleBinding", "NetworkPolicy", "Deployment")
+RELEASE_KINDS = (
+    "Job",
+    "Pod",
+    "Service",
+    "ConfigMap",
+    "ServiceAccount",
+    "PersistentVolumeClaim",
+    "Role",
+    "RoleBinding",
+    "NetworkPolicy",
+    "Deployment",
+)
 
 
 def release_objects(api, namespace: str, release: str, *, count_terminating: bool = True) -> list[str]:
@@ -263,15 +313,24 @@ def release_objects(api, namespace: str, release: str, *, count_terminating: boo
     `count_terminating=False` leaves out objects already being deleted (deletionTimestamp set): for an
     API server without a controller-manager, where a claim's pvc-protection finalizer is never released."""
     from kubernetes import client
+
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
-    listers = {"Job": client.BatchV1Api(api).list_namespaced_job, "Pod": core.list_namespaced_pod,
-               "Service": core.list_namespaced_service, "ConfigMap": core.list_namespaced_config_map,
-               "ServiceAccount": core.list_namespaced_service_account,
-               "PersistentVolumeClaim": core.list_namespaced_persistent_volume_claim,
-               "Role": rbac.list_namespaced_role, "RoleBinding": rbac.list_namespaced_role_binding,
-               "NetworkPolicy": client.NetworkingV1Api(api).list_namespaced_network_policy,
-               "Deployment": client.AppsV1Api(api).list_namespaced_deployment}
+    listers = {
+        "Job": client.BatchV1Api(api).list_namespaced_job,
+        "Pod": core.list_namespaced_pod,
+        "Service": core.list_namespaced_service,
+        "ConfigMap": core.list_namespaced_config_map,
+        "ServiceAccount": core.list_namespaced_service_account,
+        "PersistentVolumeClaim": core.list_namespaced_persistent_volume_claim,
+        "Role": rbac.list_namespaced_role,
+        "RoleBinding": rbac.list_namespaced_role_binding,
+        "NetworkPolicy": client.NetworkingV1Api(api).list_namespaced_network_policy,
+        "Deployment": client.AppsV1Api(api).list_namespaced_deployment,
+    }
     sel = f"{INSTANCE}={release}"
-    return sorted(f"{kind}/{o.metadata.name}" for kind in RELEASE_KINDS
-                  for o in listers[kind](namespace, label_selector=sel).items
-                  if count_terminating or o.metadata.deletion_timestamp is None)
+    return sorted(
+        f"{kind}/{o.metadata.name}"
+        for kind in RELEASE_KINDS
+        for o in listers[kind](namespace, label_selector=sel).items
+        if count_terminating or o.metadata.deletion_timestamp is None
+    )

@@ -11,6 +11,7 @@ once; a Job is Complete when every index succeeded. The leading Job's condition
 is written to a file the launchers of stopping roles poll, as they would poll
 the API server in a cluster.
 """
+
 from __future__ import annotations
 
 import os
@@ -56,8 +57,11 @@ def job_policy(job_doc: dict) -> dict:
         codes = rule.get("onExitCodes")
         if rule.get("action") == "FailJob" and codes and codes.get("operator") == "In":
             fail_codes.update(codes["values"])
-    return {"backoff": int(spec.get("backoffLimitPerIndex", 6)), "fail_codes": fail_codes,
-            "deadline": spec.get("activeDeadlineSeconds")}
+    return {
+        "backoff": int(spec.get("backoffLimitPerIndex", 6)),
+        "fail_codes": fail_codes,
+        "deadline": spec.get("activeDeadlineSeconds"),
+    }
 
 
 @dataclass
@@ -107,10 +111,19 @@ class LocalJob:
 
 
 class LocalCluster:
-    def __init__(self, docs: list[dict], pods: list[Pod], workdir: Path, *,
-                 python: str = sys.executable, allow_images: tuple[str, ...] = (),
-                 ignore_gpus: bool = False, poll_seconds: float = 1.0,
-                 restart_delay: float = 10.0, on_line=None):
+    def __init__(
+        self,
+        docs: list[dict],
+        pods: list[Pod],
+        workdir: Path,
+        *,
+        python: str = sys.executable,
+        allow_images: tuple[str, ...] = (),
+        ignore_gpus: bool = False,
+        poll_seconds: float = 1.0,
+        restart_delay: float = 10.0,
+        on_line=None,
+    ):
         self.workdir = workdir
         self.python = python
         self.restart_delay = restart_delay  # the Job controller's: 10s, 20s, 40s ... (cap 6 min)
@@ -126,8 +139,9 @@ class LocalCluster:
                 continue
             job_pods = [p for p in pods if p.job == doc["metadata"]["name"]]
             tasks = [self._task(p, poll_seconds) for p in job_pods]
-            self.jobs.append(LocalJob(doc["metadata"]["name"], job_pods[0].role if job_pods else "?",
-                                      job_policy(doc), tasks))
+            self.jobs.append(
+                LocalJob(doc["metadata"]["name"], job_pods[0].role if job_pods else "?", job_policy(doc), tasks)
+            )
         leader_names = {t.env.get("TF_CLUSTER_LEADER_JOB") for j in self.jobs for t in j.tasks}
         self.leader = next((j for j in self.jobs if j.name in leader_names), None)
         self.started = 0.0
@@ -144,13 +158,15 @@ class LocalCluster:
                     f"roles.{p.role} uses image {image!r}: run-local stands in only for the "
                     f"tf-cluster trainer image (its code is images/trainers in this checkout). "
                     f"Pass --allow-image {repo} to run that role's command with this machine's "
-                    f"Python anyway.")
+                    f"Python anyway."
+                )
             limits = (p.container.get("resources") or {}).get("limits") or {}
             gpus = [k for k in limits if k.endswith("/gpu")]
             if gpus and not ignore_gpus:
                 raise UsageError(
                     f"roles.{p.role} asks for {', '.join(gpus)}; run-local runs on this machine's "
-                    f"CPU only. Remove roles.{p.role}.gpus, or pass --ignore-gpus to run it on CPU.")
+                    f"CPU only. Remove roles.{p.role}.gpus, or pass --ignore-gpus to run it on CPU."
+                )
 
     @staticmethod
     def _map_addresses(pods) -> dict[str, str]:
@@ -161,7 +177,7 @@ class LocalCluster:
                 for a in role_addrs:
                     if a not in addresses:
                         addresses.append(a)
-        return {a: f"localhost:{port}" for a, port in zip(addresses, free_ports(len(addresses)))}
+        return {a: f"localhost:{port}" for a, port in zip(addresses, free_ports(len(addresses)), strict=False)}
 
     def _path_map(self, pod: Pod) -> list[tuple[str, str]]:
         pod_dir = self.workdir / "pods" / pod.name
@@ -188,9 +204,11 @@ class LocalCluster:
         table = dict(self.address_map)
         table.update(paths)
         keys = sorted(table, key=len, reverse=True)
-        pattern = re.compile("|".join(
-            re.escape(k) if k in self.address_map else rf"(?<![\w/]){re.escape(k)}(?=/|$|[\s,:\"'])"
-            for k in keys))
+        pattern = re.compile(
+            "|".join(
+                re.escape(k) if k in self.address_map else rf"(?<![\w/]){re.escape(k)}(?=/|$|[\s,:\"'])" for k in keys
+            )
+        )
         return pattern.sub(lambda m: table[m.group(0)], text)
 
     def _task(self, pod: Pod, poll_seconds: float) -> Task:
@@ -204,8 +222,7 @@ class LocalCluster:
         env["PATH"] = f"{Path(self.python).parent}{os.pathsep}{env.get('PATH', '')}"
         env["TMPDIR"] = env.get("HOME", str(self.workdir))
         log_path = self.workdir / "logs" / f"{pod.name}.log"
-        return Task(pod=pod, argv=argv, env=env, log_path=log_path,
-                    empty_dirs=self._empty_dirs.get(pod.name, []))
+        return Task(pod=pod, argv=argv, env=env, log_path=log_path, empty_dirs=self._empty_dirs.get(pod.name, []))
 
     def write_configmaps(self, docs: list[dict]) -> None:
         for doc in docs:
@@ -223,9 +240,15 @@ class LocalCluster:
             for d in task.empty_dirs:
                 shutil.rmtree(d, ignore_errors=True)
                 d.mkdir(parents=True)
-        task.proc = subprocess.Popen(task.argv, env=task.env, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, bufsize=1,
-                                     start_new_session=True)
+        task.proc = subprocess.Popen(
+            task.argv,
+            env=task.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            bufsize=1,
+            start_new_session=True,
+        )
         task.state = "running"
         task.started = time.monotonic()
         task.first_start = task.first_start or task.started
@@ -233,6 +256,7 @@ class LocalCluster:
 
     def _pump(self, task: Task, proc: subprocess.Popen) -> None:
         with open(task.log_path, "a") as log:
+            assert proc.stdout is not None  # stdout=PIPE
             for line in proc.stdout:
                 line = line.rstrip("\n")
                 log.write(line + "\n")
@@ -278,7 +302,7 @@ class LocalCluster:
                 if job.condition:
                     continue
                 for task in job.tasks:
-                    if task.state != "running" or task.proc.poll() is None:
+                    if task.state != "running" or task.proc is None or task.proc.poll() is None:
                         continue
                     rc = task.proc.returncode
                     rc = 128 - rc if rc < 0 else rc
@@ -288,16 +312,17 @@ class LocalCluster:
                         task.state = "succeeded"
                     elif rc in job.policy["fail_codes"]:
                         task.state = "failed"
-                        job.condition, job.reason = "Failed", (
-                            f"{task.name} exited {rc}, a non-retryable exit code (podFailurePolicy FailJob)")
+                        job.condition, job.reason = (
+                            "Failed",
+                            (f"{task.name} exited {rc}, a non-retryable exit code (podFailurePolicy FailJob)"),
+                        )
                     else:
                         task.failures += 1
                         if task.failures > job.policy["backoff"]:
                             task.state = "failed"
                         else:  # podReplacementPolicy: Failed -> replace after exit, with backoff
                             task.state = "backoff"
-                            task.restart_at = time.monotonic() + min(
-                                self.restart_delay * 2 ** (task.failures - 1), 360)
+                            task.restart_at = time.monotonic() + min(self.restart_delay * 2 ** (task.failures - 1), 360)
                 for task in job.tasks:
                     if task.state == "backoff" and time.monotonic() >= task.restart_at and not job.condition:
                         self._start(task)
@@ -307,9 +332,13 @@ class LocalCluster:
                     job.condition = "Complete"
                 elif all(t.state in ("succeeded", "failed") for t in job.tasks):
                     failed = [t.name for t in job.tasks if t.state == "failed"]
-                    job.condition, job.reason = "Failed", (
-                        f"index(es) {', '.join(failed)} failed more than backoffLimitPerIndex="
-                        f"{job.policy['backoff']} times")
+                    job.condition, job.reason = (
+                        "Failed",
+                        (
+                            f"index(es) {', '.join(failed)} failed more than backoffLimitPerIndex="
+                            f"{job.policy['backoff']} times"
+                        ),
+                    )
                 deadline = job.policy["deadline"]
                 if not job.condition and deadline and time.monotonic() - self.started > deadline:
                     job.condition, job.reason = "Failed", f"activeDeadlineSeconds={deadline} exceeded"

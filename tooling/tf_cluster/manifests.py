@@ -6,6 +6,7 @@ the `batch.kubernetes.io/job-completion-index` annotation i and hostname
 `<job>-<i>`; env entries are resolved in order, `$(VAR)` expanding to an
 earlier variable (`$$` escapes), unknown references left as they are.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,8 @@ def expand(text: str, env: dict[str, str]) -> str:
             if nxt == "(":
                 end = text.find(")", i + 2)
                 if end != -1:
-                    name = text[i + 2:end]
-                    out.append(env[name] if name in env else text[i:end + 1])
+                    name = text[i + 2 : end]
+                    out.append(env[name] if name in env else text[i : end + 1])
                     i = end + 1
                     continue
         out.append(text[i])
@@ -82,8 +83,7 @@ class Pod:
 
     @property
     def ports(self) -> dict[str, int]:
-        return {p.get("name", str(p["containerPort"])): p["containerPort"]
-                for p in self.container.get("ports", [])}
+        return {p.get("name", str(p["containerPort"])): p["containerPort"] for p in self.container.get("ports", [])}
 
 
 def resolve_env(container: dict, *, index: int, namespace: str, node_cpus: int) -> dict[str, str]:
@@ -132,13 +132,21 @@ def pods(docs: list[dict], *, namespace: str = "default", node_cpus: int = 1) ->
         role = spec["template"]["metadata"]["labels"].get("app.kubernetes.io/component", "task")
         for i in range(int(spec["completions"])):
             env = resolve_env(container, index=i, namespace=namespace, node_cpus=node_cpus)
-            out.append(Pod(
-                role=role, index=i, job=job["metadata"]["name"],
-                hostname=f"{job['metadata']['name']}-{i}",
-                subdomain=pod_spec.get("subdomain", ""), namespace=namespace,
-                command=[expand(c, env) for c in container.get("command", [])],
-                args=[expand(a, env) for a in container.get("args", [])],
-                env=env, container=container, pod_spec=pod_spec))
+            out.append(
+                Pod(
+                    role=role,
+                    index=i,
+                    job=job["metadata"]["name"],
+                    hostname=f"{job['metadata']['name']}-{i}",
+                    subdomain=pod_spec.get("subdomain", ""),
+                    namespace=namespace,
+                    command=[expand(c, env) for c in container.get("command", [])],
+                    args=[expand(a, env) for a in container.get("args", [])],
+                    env=env,
+                    container=container,
+                    pod_spec=pod_spec,
+                )
+            )
     return sorted(out, key=lambda p: (roles.order(p.role), p.index))
 
 
@@ -148,8 +156,13 @@ def tf_config_table(pod_list: list[Pod]) -> str:
     for p in pod_list:
         cfg = p.tf_config
         task = f"{cfg['task']['type']}:{cfg['task']['index']}" if cfg else "-"
-        rows.append((p.hostname, task, json.dumps(cfg, separators=(",", ":")) if cfg else
-                     "(unset: single-task release trains locally)"))
+        rows.append(
+            (
+                p.hostname,
+                task,
+                json.dumps(cfg, separators=(",", ":")) if cfg else "(unset: single-task release trains locally)",
+            )
+        )
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     return "\n".join(f"{a:<{w0}}  {b:<{w1}}  {c}" for a, b, c in rows)

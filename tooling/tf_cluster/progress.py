@@ -9,6 +9,7 @@ One JSON object per line after the marker. The chart's trainers print them
 (images/trainers/common.py `emit`); any program may. A line that starts with a
 marker but carries no JSON object is not a message (it is shown as plain output).
 """
+
 from __future__ import annotations
 
 import json
@@ -41,7 +42,7 @@ def parse(line: str) -> Message | None:
     if not line.startswith(PREFIX):
         return None
     head, _, payload = line.partition(" ")
-    kind = head[len(PREFIX):]
+    kind = head[len(PREFIX) :]
     if kind not in KINDS:
         return None
     try:

@@ -1,5 +1,6 @@
 """The roles of a TensorFlow cluster, read from the chart's own table (charts/tf-cluster/files/roles.yaml),
 so the chart and the tooling can never disagree on which roles exist or what they do."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -23,9 +24,18 @@ class Role:
 
 
 def load() -> tuple[Role, ...]:
-    return tuple(Role(r["name"], r["inCluster"], r["port"], r["waitsForPeers"], r["mayLead"],
-                      tuple(r["stopsWithLeader"]), int(r["maxReplicas"]))
-                 for r in yaml.safe_load(TABLE.read_text()))
+    return tuple(
+        Role(
+            r["name"],
+            r["inCluster"],
+            r["port"],
+            r["waitsForPeers"],
+            r["mayLead"],
+            tuple(r["stopsWithLeader"]),
+            int(r["maxReplicas"]),
+        )
+        for r in yaml.safe_load(TABLE.read_text())
+    )
 
 
 ROLES = load()

@@ -3,6 +3,7 @@
 Uses kubernetes-validate, which ships the JSON schemas of each Kubernetes minor
 version inside the package (no network), in strict mode (unknown fields fail).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,8 +36,7 @@ def validate_docs(docs: list[dict], versions=DEFAULT_VERSIONS) -> list[Problem]:
             try:
                 kubernetes_validate.validate(doc, version, strict=True)
             except kubernetes_validate.ValidationError as e:
-                problems.append(Problem(version, resource_name(doc),
-                                        ".".join(str(p) for p in e.path), e.message))
+                problems.append(Problem(version, resource_name(doc), ".".join(str(p) for p in e.path), e.message))
             except kubernetes_validate.SchemaNotFoundError as e:
                 problems.append(Problem(version, resource_name(doc), "", e.message))
     return problems

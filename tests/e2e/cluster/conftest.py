@@ -2,6 +2,7 @@
 up here (tests/e2e/cluster/node.py), or any cluster whose nodes have the trainer
 image, named by TF_CLUSTER_E2E_KUBECONFIG. pytest-helm-charts gives the cluster
 and namespace fixtures; our own waiters read Job conditions by type."""
+
 from __future__ import annotations
 
 import os
@@ -15,8 +16,10 @@ KUBECONFIG = os.environ.get("TF_CLUSTER_E2E_KUBECONFIG", "")
 def pytest_collection_modifyitems(config, items):
     if KUBECONFIG and Path(KUBECONFIG).is_file():
         return
-    skip = pytest.mark.skip(reason="needs a real cluster: `make e2e` brings one node up here and runs this suite "
-                                   "(or set TF_CLUSTER_E2E_KUBECONFIG to a cluster whose nodes have the image)")
+    skip = pytest.mark.skip(
+        reason="needs a real cluster: `make e2e` brings one node up here and runs this suite "
+        "(or set TF_CLUSTER_E2E_KUBECONFIG to a cluster whose nodes have the image)"
+    )
     for item in items:
         if "tests/e2e/cluster" in str(item.fspath):
             item.add_marker(skip)

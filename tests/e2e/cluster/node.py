@@ -20,6 +20,7 @@ containerd. Binaries are built by build.sh into ~/.cache/tf-cluster (cached).
 Must run as root (kubelet, containerd, iptables). cgroup v1 hosts are
 supported: the kubelet runs with `failCgroupV1: false` and the cgroupfs driver.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,20 +39,33 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[2]
 K8S_VERSION = os.environ.get("K8S_VERSION", "1.35.4")
-BIN = Path(os.environ.get("TF_CLUSTER_E2E_BIN") or os.environ.get("TF_CLUSTER_K8S_BIN") or
-           Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster" / f"k8s-{K8S_VERSION}")
+BIN = Path(
+    os.environ.get("TF_CLUSTER_E2E_BIN")
+    or os.environ.get("TF_CLUSTER_K8S_BIN")
+    or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster" / f"k8s-{K8S_VERSION}"
+)
 STATE = Path(os.environ.get("TF_CLUSTER_NODE_DIR", "/var/lib/tf-cluster-node"))
 NODE = "tf-cluster-node"
 BRIDGE, POD_CIDR, GATEWAY = "tfc0", "10.244.0.0/24", "10.244.0.1"
 SVC_CIDR, API_SVC_IP = "10.96.0.0/16", "10.96.0.1"
 ETCD_PORT, ETCD_PEER, API_PORT = 32379, 32380, 6443
-CNI_BIN = next((d for d in ("/usr/lib/cni", "/usr/libexec/cni", "/opt/cni/bin") if Path(d, "bridge").exists()),
-               "/usr/lib/cni")
+CNI_BIN = next(
+    (d for d in ("/usr/lib/cni", "/usr/libexec/cni", "/opt/cni/bin") if Path(d, "bridge").exists()), "/usr/lib/cni"
+)
 PAUSE_IMAGE = "localhost/tf-cluster/pause:1"
 BASE_IMAGE = os.environ.get("TF_CLUSTER_BASE_IMAGE", "localhost/tf-cluster-base:bookworm")
 TRAINER_REPO = "localhost/tf-cluster-trainer"
-COMPONENTS = ["etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "containerd", "kubelet",
-              "kube-proxy", "coredns", "local-path-provisioner"]
+COMPONENTS = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "containerd",
+    "kubelet",
+    "kube-proxy",
+    "coredns",
+    "local-path-provisioner",
+]
 
 pki, run, logs = STATE / "pki", STATE / "run", STATE / "logs"
 KUBECONFIG = STATE / "kubeconfig"
@@ -70,7 +84,9 @@ class NodeError(RuntimeError):
 def sh(*argv, check=True, **kw) -> subprocess.CompletedProcess:
     p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, **kw)
     if check and p.returncode != 0:
-        raise NodeError(f"{' '.join(map(str, argv))} failed (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-1500:]}")
+        raise NodeError(
+            f"{' '.join(map(str, argv))} failed (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-1500:]}"
+        )
     return p
 
 
@@ -87,42 +103,116 @@ def node_ip() -> str:
 def ensure_pki(ip: str) -> None:
     pki.mkdir(parents=True, exist_ok=True)
     if not (pki / "ca.crt").exists():
-        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", pki / "ca.key", "-out", pki / "ca.crt",
-           "-days", "3650", "-subj", "/CN=tf-cluster-node-ca")
+        sh(
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            pki / "ca.key",
+            "-out",
+            pki / "ca.crt",
+            "-days",
+            "3650",
+            "-subj",
+            "/CN=tf-cluster-node-ca",
+        )
     if not (pki / "sa.key").exists():
         sh("openssl", "genrsa", "-out", pki / "sa.key", "2048")
         sh("openssl", "rsa", "-in", pki / "sa.key", "-pubout", "-out", pki / "sa.pub")
-    sans = ",".join([f"IP:{x}" for x in ("127.0.0.1", ip, API_SVC_IP)] +
-                    ["DNS:localhost", "DNS:kubernetes", "DNS:kubernetes.default", "DNS:kubernetes.default.svc",
-                     "DNS:kubernetes.default.svc.cluster.local", f"DNS:{NODE}"])
-    certs = {"apiserver": ("/CN=kube-apiserver", sans), "admin": ("/O=system:masters/CN=tf-cluster-admin", None),
-             "apiserver-kubelet-client": ("/O=system:masters/CN=kube-apiserver-kubelet-client", None),
-             "controller-manager": ("/CN=system:kube-controller-manager", None),
-             "scheduler": ("/CN=system:kube-scheduler", None),
-             "kubelet": (f"/O=system:nodes/CN=system:node:{NODE}", None),
-             "kubelet-serving": (f"/CN={NODE}", f"IP:127.0.0.1,IP:{ip},DNS:{NODE}"),
-             "kube-proxy": ("/CN=system:kube-proxy", None)}
+    sans = ",".join(
+        [f"IP:{x}" for x in ("127.0.0.1", ip, API_SVC_IP)]
+        + [
+            "DNS:localhost",
+            "DNS:kubernetes",
+            "DNS:kubernetes.default",
+            "DNS:kubernetes.default.svc",
+            "DNS:kubernetes.default.svc.cluster.local",
+            f"DNS:{NODE}",
+        ]
+    )
+    certs = {
+        "apiserver": ("/CN=kube-apiserver", sans),
+        "admin": ("/O=system:masters/CN=tf-cluster-admin", None),
+        "apiserver-kubelet-client": ("/O=system:masters/CN=kube-apiserver-kubelet-client", None),
+        "controller-manager": ("/CN=system:kube-controller-manager", None),
+        "scheduler": ("/CN=system:kube-scheduler", None),
+        "kubelet": (f"/O=system:nodes/CN=system:node:{NODE}", None),
+        "kubelet-serving": (f"/CN={NODE}", f"IP:127.0.0.1,IP:{ip},DNS:{NODE}"),
+        "kube-proxy": ("/CN=system:kube-proxy", None),
+    }
     for name, (subj, san) in certs.items():
         crt = pki / f"{name}.crt"
-        if crt.exists() and (san is None or sh("openssl", "x509", "-in", crt, "-noout", "-ext", "subjectAltName",
-                                               check=False).stdout.count(ip) > 0):
+        if crt.exists() and (
+            san is None
+            or sh("openssl", "x509", "-in", crt, "-noout", "-ext", "subjectAltName", check=False).stdout.count(ip) > 0
+        ):
             continue
-        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", pki / f"{name}.key", "-out", pki / f"{name}.csr",
-           "-subj", subj)
+        sh(
+            "openssl",
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            pki / f"{name}.key",
+            "-out",
+            pki / f"{name}.csr",
+            "-subj",
+            subj,
+        )
         ext = pki / f"{name}.ext"
         ext.write_text((f"subjectAltName={san}\n" if san else "") + "extendedKeyUsage=serverAuth,clientAuth\n")
-        sh("openssl", "x509", "-req", "-in", pki / f"{name}.csr", "-CA", pki / "ca.crt", "-CAkey", pki / "ca.key",
-           "-CAcreateserial", "-out", crt, "-days", "3650", "-extfile", ext)
+        sh(
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            pki / f"{name}.csr",
+            "-CA",
+            pki / "ca.crt",
+            "-CAkey",
+            pki / "ca.key",
+            "-CAcreateserial",
+            "-out",
+            crt,
+            "-days",
+            "3650",
+            "-extfile",
+            ext,
+        )
 
 
 def kubeconfig(name: str, server: str) -> Path:
     path = STATE / f"{name}.kubeconfig"
-    path.write_text(json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "tf-cluster-node",
-        "clusters": [{"name": "tf-cluster-node", "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")}}],
-        "users": [{"name": name, "user": {"client-certificate": str(pki / f"{name}.crt"),
-                                          "client-key": str(pki / f"{name}.key")}}],
-        "contexts": [{"name": "tf-cluster-node", "context": {"cluster": "tf-cluster-node", "user": name}}]}, indent=1))
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "tf-cluster-node",
+                "clusters": [
+                    {
+                        "name": "tf-cluster-node",
+                        "cluster": {"server": server, "certificate-authority": str(pki / "ca.crt")},
+                    }
+                ],
+                "users": [
+                    {
+                        "name": name,
+                        "user": {
+                            "client-certificate": str(pki / f"{name}.crt"),
+                            "client-key": str(pki / f"{name}.key"),
+                        },
+                    }
+                ],
+                "contexts": [{"name": "tf-cluster-node", "context": {"cluster": "tf-cluster-node", "user": name}}],
+            },
+            indent=1,
+        )
+    )
     return path
 
 
@@ -147,8 +237,15 @@ def start(name: str, argv: list, env: dict | None = None) -> None:
     log = open(logs / f"{name}.log", "a")
     log.write(f"\n=== {time.strftime('%F %T')} {' '.join(map(str, argv))}\n")
     log.flush()
-    p = subprocess.Popen([str(a) for a in argv], stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                         start_new_session=True, env={**os.environ, **(env or {})}, cwd=STATE)
+    p = subprocess.Popen(
+        [str(a) for a in argv],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+        cwd=STATE,
+    )
     (run / f"{name}.pid").write_text(str(p.pid))
     for _ in range(100):  # until the fork has exec'd (before that its cmdline is ours)
         if p.poll() is not None or pid_of(name):
@@ -194,8 +291,10 @@ def wait_for(what: str, check, timeout: float, component: str | None = None, eve
         if component and not pid_of(component):
             raise NodeError(f"{component} exited while waiting for {what}; last log lines:\n    {log_tail(component)}")
         if time.monotonic() > deadline:
-            raise NodeError(f"timed out after {timeout:.0f}s waiting for {what}"
-                            + (f"; last log lines of {component}:\n    {log_tail(component)}" if component else ""))
+            raise NodeError(
+                f"timed out after {timeout:.0f}s waiting for {what}"
+                + (f"; last log lines of {component}:\n    {log_tail(component)}" if component else "")
+            )
         if time.monotonic() - last > 10:
             say(f"waiting for {what} ...")
             last = time.monotonic()
@@ -222,45 +321,86 @@ def ctr(*args, check=True):
 
 # ---------------------------------------------------------------- the parts
 def up_control_plane(ip: str) -> None:
-    start("etcd", ["etcd", "--name", NODE, "--data-dir", STATE / "etcd",
-                   "--listen-client-urls", f"http://127.0.0.1:{ETCD_PORT}",
-                   "--advertise-client-urls", f"http://127.0.0.1:{ETCD_PORT}",
-                   "--listen-peer-urls", f"http://127.0.0.1:{ETCD_PEER}",
-                   "--initial-advertise-peer-urls", f"http://127.0.0.1:{ETCD_PEER}",
-                   "--initial-cluster", f"{NODE}=http://127.0.0.1:{ETCD_PEER}"])
-    start("kube-apiserver", [
-        BIN / "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{ETCD_PORT}", f"--advertise-address={ip}",
-        f"--secure-port={API_PORT}", f"--tls-cert-file={pki / 'apiserver.crt'}",
-        f"--tls-private-key-file={pki / 'apiserver.key'}", f"--client-ca-file={pki / 'ca.crt'}",
-        "--authorization-mode=Node,RBAC", "--enable-admission-plugins=NodeRestriction",
-        f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
-        f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
-        "--kubelet-preferred-address-types=InternalIP",
-        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        f"--service-account-key-file={pki / 'sa.pub'}", f"--service-account-signing-key-file={pki / 'sa.key'}",
-        f"--service-cluster-ip-range={SVC_CIDR}", "--allow-privileged=false"])
+    start(
+        "etcd",
+        [
+            "etcd",
+            "--name",
+            NODE,
+            "--data-dir",
+            STATE / "etcd",
+            "--listen-client-urls",
+            f"http://127.0.0.1:{ETCD_PORT}",
+            "--advertise-client-urls",
+            f"http://127.0.0.1:{ETCD_PORT}",
+            "--listen-peer-urls",
+            f"http://127.0.0.1:{ETCD_PEER}",
+            "--initial-advertise-peer-urls",
+            f"http://127.0.0.1:{ETCD_PEER}",
+            "--initial-cluster",
+            f"{NODE}=http://127.0.0.1:{ETCD_PEER}",
+        ],
+    )
+    start(
+        "kube-apiserver",
+        [
+            BIN / "kube-apiserver",
+            f"--etcd-servers=http://127.0.0.1:{ETCD_PORT}",
+            f"--advertise-address={ip}",
+            f"--secure-port={API_PORT}",
+            f"--tls-cert-file={pki / 'apiserver.crt'}",
+            f"--tls-private-key-file={pki / 'apiserver.key'}",
+            f"--client-ca-file={pki / 'ca.crt'}",
+            "--authorization-mode=Node,RBAC",
+            "--enable-admission-plugins=NodeRestriction",
+            f"--kubelet-client-certificate={pki / 'apiserver-kubelet-client.crt'}",
+            f"--kubelet-client-key={pki / 'apiserver-kubelet-client.key'}",
+            "--kubelet-preferred-address-types=InternalIP",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            f"--service-account-key-file={pki / 'sa.pub'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            f"--service-cluster-ip-range={SVC_CIDR}",
+            "--allow-privileged=false",
+        ],
+    )
     wait_for("kube-apiserver /readyz", lambda: api_get("/readyz") == "ok", 120, "kube-apiserver")
     say("kube-apiserver ready")
-    start("kube-controller-manager", [
-        BIN / "kube-controller-manager", f"--kubeconfig={kubeconfig('controller-manager', f'https://127.0.0.1:{API_PORT}')}",
-        f"--authentication-kubeconfig={STATE / 'controller-manager.kubeconfig'}",
-        f"--authorization-kubeconfig={STATE / 'controller-manager.kubeconfig'}",
-        f"--service-account-private-key-file={pki / 'sa.key'}", f"--root-ca-file={pki / 'ca.crt'}",
-        f"--cluster-signing-cert-file={pki / 'ca.crt'}", f"--cluster-signing-key-file={pki / 'ca.key'}",
-        "--use-service-account-credentials=true", "--leader-elect=false", "--bind-address=127.0.0.1",
-        f"--service-cluster-ip-range={SVC_CIDR}", "--terminated-pod-gc-threshold=200"])
-    start("kube-scheduler", [
-        BIN / "kube-scheduler", f"--kubeconfig={kubeconfig('scheduler', f'https://127.0.0.1:{API_PORT}')}",
-        f"--authentication-kubeconfig={STATE / 'scheduler.kubeconfig'}",
-        f"--authorization-kubeconfig={STATE / 'scheduler.kubeconfig'}",
-        "--leader-elect=false", "--bind-address=127.0.0.1"])
+    start(
+        "kube-controller-manager",
+        [
+            BIN / "kube-controller-manager",
+            f"--kubeconfig={kubeconfig('controller-manager', f'https://127.0.0.1:{API_PORT}')}",
+            f"--authentication-kubeconfig={STATE / 'controller-manager.kubeconfig'}",
+            f"--authorization-kubeconfig={STATE / 'controller-manager.kubeconfig'}",
+            f"--service-account-private-key-file={pki / 'sa.key'}",
+            f"--root-ca-file={pki / 'ca.crt'}",
+            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
+            f"--cluster-signing-key-file={pki / 'ca.key'}",
+            "--use-service-account-credentials=true",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+            f"--service-cluster-ip-range={SVC_CIDR}",
+            "--terminated-pod-gc-threshold=200",
+        ],
+    )
+    start(
+        "kube-scheduler",
+        [
+            BIN / "kube-scheduler",
+            f"--kubeconfig={kubeconfig('scheduler', f'https://127.0.0.1:{API_PORT}')}",
+            f"--authentication-kubeconfig={STATE / 'scheduler.kubeconfig'}",
+            f"--authorization-kubeconfig={STATE / 'scheduler.kubeconfig'}",
+            "--leader-elect=false",
+            "--bind-address=127.0.0.1",
+        ],
+    )
 
 
 def containerd_config() -> Path:
     path = STATE / "containerd.toml"
     path.write_text(f"""version = 2
-root = "{STATE / 'containerd' / 'root'}"
-state = "{run / 'containerd'}"
+root = "{STATE / "containerd" / "root"}"
+state = "{run / "containerd"}"
 disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshotter.v1.btrfs",
                     "io.containerd.snapshotter.v1.zfs", "io.containerd.snapshotter.v1.devmapper"]
 [grpc]
@@ -280,7 +420,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         SystemdCgroup = false
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "{CNI_BIN}"
-    conf_dir = "{STATE / 'cni' / 'net.d'}"
+    conf_dir = "{STATE / "cni" / "net.d"}"
 """)
     return path
 
@@ -304,16 +444,39 @@ def ensure_network() -> None:
     sh("ip", "link", "set", BRIDGE, "up")
     netd = STATE / "cni" / "net.d"
     netd.mkdir(parents=True, exist_ok=True)
-    (netd / "10-tf-cluster.conflist").write_text(json.dumps({
-        "cniVersion": "0.4.0", "name": "tf-cluster",
-        "plugins": [{"type": "bridge", "bridge": BRIDGE, "isGateway": True, "ipMasq": True, "hairpinMode": True,
-                     "ipam": {"type": "host-local", "ranges": [[{"subnet": POD_CIDR, "gateway": GATEWAY}]],
-                              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": str(STATE / "cni" / "ipam")}},
-                    {"type": "portmap", "capabilities": {"portMappings": True}}]}, indent=1))
+    (netd / "10-tf-cluster.conflist").write_text(
+        json.dumps(
+            {
+                "cniVersion": "0.4.0",
+                "name": "tf-cluster",
+                "plugins": [
+                    {
+                        "type": "bridge",
+                        "bridge": BRIDGE,
+                        "isGateway": True,
+                        "ipMasq": True,
+                        "hairpinMode": True,
+                        "ipam": {
+                            "type": "host-local",
+                            "ranges": [[{"subnet": POD_CIDR, "gateway": GATEWAY}]],
+                            "routes": [{"dst": "0.0.0.0/0"}],
+                            "dataDir": str(STATE / "cni" / "ipam"),
+                        },
+                    },
+                    {"type": "portmap", "capabilities": {"portMappings": True}},
+                ],
+            },
+            indent=1,
+        )
+    )
 
 
 def podman(*args, check=True):
-    flags = [] if Path("/sys/fs/cgroup/cgroup.controllers").exists() else ["--runtime", "runc", "--cgroup-manager", "cgroupfs"]
+    flags = (
+        []
+        if Path("/sys/fs/cgroup/cgroup.controllers").exists()
+        else ["--runtime", "runc", "--cgroup-manager", "cgroupfs"]
+    )
     return sh("podman", *flags, *args, check=check)
 
 
@@ -380,7 +543,9 @@ def trainer_images() -> list[str]:
     and every other tag podman has for that same image (the content-pinned one)."""
     default = podman("images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}", TRAINER_REPO, check=False).stdout
     rows = [line.split() for line in default.splitlines() if line.strip()]
-    latest = next((iid for ref, iid in rows if ref.endswith(":" + os.environ.get("TF_VERSION", "2.21.0") + "-cpu")), None)
+    latest = next(
+        (iid for ref, iid in rows if ref.endswith(":" + os.environ.get("TF_VERSION", "2.21.0") + "-cpu")), None
+    )
     return [ref for ref, iid in rows if iid == latest]
 
 
@@ -395,33 +560,70 @@ def up_node(ip: str, images: list[str]) -> None:
         ctr("images", "rm", short, check=False)
         ctr("images", "tag", image, short)
     kcfg = {
-        "apiVersion": "kubelet.config.k8s.io/v1beta1", "kind": "KubeletConfiguration",
-        "failCgroupV1": False, "cgroupDriver": "cgroupfs", "failSwapOn": False,
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        "kind": "KubeletConfiguration",
+        "failCgroupV1": False,
+        "cgroupDriver": "cgroupfs",
+        "failSwapOn": False,
         "containerRuntimeEndpoint": f"unix://{SOCK}",
-        "authentication": {"anonymous": {"enabled": False}, "webhook": {"enabled": True},
-                           "x509": {"clientCAFile": str(pki / "ca.crt")}},
+        "authentication": {
+            "anonymous": {"enabled": False},
+            "webhook": {"enabled": True},
+            "x509": {"clientCAFile": str(pki / "ca.crt")},
+        },
         "authorization": {"mode": "Webhook"},
-        "tlsCertFile": str(pki / "kubelet-serving.crt"), "tlsPrivateKeyFile": str(pki / "kubelet-serving.key"),
-        "clusterDomain": "cluster.local", "clusterDNS": [GATEWAY], "resolvConf": "/etc/resolv.conf",
-        "hairpinMode": "hairpin-veth", "serializeImagePulls": False, "maxPods": 110,
+        "tlsCertFile": str(pki / "kubelet-serving.crt"),
+        "tlsPrivateKeyFile": str(pki / "kubelet-serving.key"),
+        "clusterDomain": "cluster.local",
+        "clusterDNS": [GATEWAY],
+        "resolvConf": "/etc/resolv.conf",
+        "hairpinMode": "hairpin-veth",
+        "serializeImagePulls": False,
+        "maxPods": 110,
         # a CI disk may be nearly full: evict only when it truly is
-        "evictionHard": {"memory.available": "100Mi", "nodefs.available": "1%", "imagefs.available": "1%",
-                         "nodefs.inodesFree": "1%"},
-        "imageGCHighThresholdPercent": 99, "imageGCLowThresholdPercent": 98,
-        "staticPodPath": str(STATE / "manifests"), "volumePluginDir": str(STATE / "kubelet-plugins"),
-        "shutdownGracePeriod": "0s"}
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+            "nodefs.inodesFree": "1%",
+        },
+        "imageGCHighThresholdPercent": 99,
+        "imageGCLowThresholdPercent": 98,
+        "staticPodPath": str(STATE / "manifests"),
+        "volumePluginDir": str(STATE / "kubelet-plugins"),
+        "shutdownGracePeriod": "0s",
+    }
     (STATE / "manifests").mkdir(exist_ok=True)
     (STATE / "kubelet.yaml").write_text(json.dumps(kcfg, indent=1))
-    start("kubelet", [BIN / "kubelet", f"--config={STATE / 'kubelet.yaml'}",
-                      f"--kubeconfig={kubeconfig('kubelet', f'https://127.0.0.1:{API_PORT}')}",
-                      f"--hostname-override={NODE}", f"--node-ip={ip}", f"--root-dir={STATE / 'kubelet'}",
-                      f"--cert-dir={STATE / 'kubelet-pki'}", "--v=1"])
+    start(
+        "kubelet",
+        [
+            BIN / "kubelet",
+            f"--config={STATE / 'kubelet.yaml'}",
+            f"--kubeconfig={kubeconfig('kubelet', f'https://127.0.0.1:{API_PORT}')}",
+            f"--hostname-override={NODE}",
+            f"--node-ip={ip}",
+            f"--root-dir={STATE / 'kubelet'}",
+            f"--cert-dir={STATE / 'kubelet-pki'}",
+            "--v=1",
+        ],
+    )
     wait_for(f"node {NODE} Ready", lambda: node_ready(), 180, "kubelet", every=1)
     say(f"node {NODE} Ready")
-    start("kube-proxy", [BIN / "kube-proxy", f"--kubeconfig={kubeconfig('kube-proxy', f'https://127.0.0.1:{API_PORT}')}",
-                         f"--hostname-override={NODE}", f"--cluster-cidr={POD_CIDR}", "--proxy-mode=iptables",
-                         "--conntrack-max-per-core=0", "--bind-address=127.0.0.1",
-                         "--metrics-bind-address=127.0.0.1:10249", "--healthz-bind-address=127.0.0.1:10256"])
+    start(
+        "kube-proxy",
+        [
+            BIN / "kube-proxy",
+            f"--kubeconfig={kubeconfig('kube-proxy', f'https://127.0.0.1:{API_PORT}')}",
+            f"--hostname-override={NODE}",
+            f"--cluster-cidr={POD_CIDR}",
+            "--proxy-mode=iptables",
+            "--conntrack-max-per-core=0",
+            "--bind-address=127.0.0.1",
+            "--metrics-bind-address=127.0.0.1:10249",
+            "--healthz-bind-address=127.0.0.1:10256",
+        ],
+    )
 
 
 def node_ready() -> bool:
@@ -447,15 +649,32 @@ def up_addons() -> None:
 }}
 """)
     start("coredns", [BIN / "coredns", "-conf", corefile])
-    wait_for("CoreDNS ready", lambda: urllib.request.urlopen("http://127.0.0.1:18181/ready", timeout=2).status == 200,
-             60, "coredns")
+    wait_for(
+        "CoreDNS ready",
+        lambda: urllib.request.urlopen("http://127.0.0.1:18181/ready", timeout=2).status == 200,
+        60,
+        "coredns",
+    )
     # Rancher's local-path-provisioner: kind's default storage. Its helper pods run the base image.
     kubectl("apply", "-f", "-", input=LOCAL_PATH_MANIFEST.format(path=STATE / "local-path", helper=BASE_IMAGE))
-    start("local-path-provisioner", [BIN / "local-path-provisioner", "--debug", "start",
-                                     "--kubeconfig", KUBECONFIG, "--namespace", "local-path-storage",
-                                     "--service-account-name", "local-path-provisioner",
-                                     "--provisioner-name", "rancher.io/local-path",
-                                     "--helper-image", BASE_IMAGE])
+    start(
+        "local-path-provisioner",
+        [
+            BIN / "local-path-provisioner",
+            "--debug",
+            "start",
+            "--kubeconfig",
+            KUBECONFIG,
+            "--namespace",
+            "local-path-storage",
+            "--service-account-name",
+            "local-path-provisioner",
+            "--provisioner-name",
+            "rancher.io/local-path",
+            "--helper-image",
+            BASE_IMAGE,
+        ],
+    )
 
 
 LOCAL_PATH_MANIFEST = """
@@ -522,8 +741,11 @@ def up(args) -> int:
     up_control_plane(ip)
     up_node(ip, images)
     up_addons()
-    wait_for("the default ServiceAccount", lambda: kubectl("get", "serviceaccount", "default", "-n", "default",
-                                                            check=False).returncode == 0, 60)
+    wait_for(
+        "the default ServiceAccount",
+        lambda: kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0,
+        60,
+    )
     say(f"up in {time.monotonic() - t0:.1f}s: export KUBECONFIG={KUBECONFIG}")
     return 0
 
@@ -566,8 +788,11 @@ def down(args) -> int:
     for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
         stop(name)
     # mounts left by the kubelet and containerd, deepest first
-    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()
-              if line.split()[1].startswith(str(STATE))]
+    mounts = [
+        line.split()[1]
+        for line in Path("/proc/mounts").read_text().splitlines()
+        if line.split()[1].startswith(str(STATE))
+    ]
     for m in sorted(mounts, key=len, reverse=True):
         sh("umount", "-l", m, check=False)
     for ns in sh("ip", "netns", "list", check=False).stdout.split("\n"):
@@ -582,17 +807,24 @@ def down(args) -> int:
             shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
     if args.purge:
         shutil.rmtree(STATE / "containerd", ignore_errors=True)
-    say(f"down in {time.monotonic() - t0:.1f}s" + (" (images purged)" if args.purge else
-                                                   " (images kept in containerd for the next up)"))
+    say(
+        f"down in {time.monotonic() - t0:.1f}s"
+        + (" (images purged)" if args.purge else " (images kept in containerd for the next up)")
+    )
     return 0
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="node.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="node.py", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = p.add_subparsers(dest="verb", required=True)
     u = sub.add_parser("up")
-    u.add_argument("--image", action="append", help="trainer image(s) to import (default: every tf-cluster-trainer "
-                                                     "CPU tag in podman's store)")
+    u.add_argument(
+        "--image",
+        action="append",
+        help="trainer image(s) to import (default: every tf-cluster-trainer CPU tag in podman's store)",
+    )
     u.set_defaults(func=up)
     sub.add_parser("status").set_defaults(func=status)
     d = sub.add_parser("down")

@@ -4,6 +4,7 @@ storage and the trainer image running real TensorFlow.
 Each scenario installs a values example (with small CPU requests: one 2-core node),
 waits on Job conditions by type, and checks what only a cluster can show.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -18,7 +19,6 @@ import pytest
 
 from tf_cluster import ROOT, helm, kube, progress
 from tf_cluster.errors import RunError
-
 
 SMALL = Path(__file__).with_name("values-small-node.yaml")
 EX = ROOT / "values-examples"
@@ -50,9 +50,11 @@ def helm_in(ns: str, major: str = "4") -> helm.Helm:
 
 
 def install(ns: str, release: str, *files: Path, sets: tuple[str, ...] = (), major: str = "4", verb="install"):
-    values = helm.Values.of((*files, SMALL),  # env values are strings: --set-string keeps "4" from becoming a number
-                            set=[s for s in sets if not s.startswith("env[")],
-                            set_string=[s for s in sets if s.startswith("env[")])
+    values = helm.Values.of(
+        (*files, SMALL),  # env values are strings: --set-string keeps "4" from becoming a number
+        set=[s for s in sets if not s.startswith("env[")],
+        set_string=[s for s in sets if s.startswith("env[")],
+    )
     r = getattr(helm_in(ns, major), verb)(release, values)
     assert r.returncode == 0, r.stderr
 
@@ -68,12 +70,17 @@ def wait(api, ns, release, timeout=900, **kw) -> kube.Snapshot:
 
 def pods_of(api, ns, job_substr: str):
     from kubernetes import client
-    return [p for p in client.CoreV1Api(api).list_namespaced_pod(ns).items
-            if job_substr in (p.metadata.labels or {}).get(JOB_NAME, "")]
+
+    return [
+        p
+        for p in client.CoreV1Api(api).list_namespaced_pod(ns).items
+        if job_substr in (p.metadata.labels or {}).get(JOB_NAME, "")
+    ]
 
 
 def log(api, ns, pod_name: str) -> str:
     from kubernetes import client
+
     return client.CoreV1Api(api).read_namespaced_pod_log(pod_name, ns)
 
 
@@ -91,13 +98,15 @@ def wait_for_log(api, ns, release: str, job_substr: str, index: str, pattern, ti
                 except Exception:  # noqa: BLE001 - container still starting
                     pass
         time.sleep(2)
-    pytest.fail(f"no {job_substr}-{index} pod logged {pattern!r} within {timeout}s:\n"
-                + kube.diagnostics(api, ns, release))
+    pytest.fail(
+        f"no {job_substr}-{index} pod logged {pattern!r} within {timeout}s:\n" + kube.diagnostics(api, ns, release)
+    )
 
 
 def delete_pod(api, ns, name: str) -> None:
     """`kubectl delete pod` as a user (or a node drain) does it: SIGTERM, then the pod's grace period."""
     from kubernetes import client
+
     client.CoreV1Api(api).delete_namespaced_pod(name, ns)
     say(f"deleted pod {name}")
 
@@ -109,13 +118,18 @@ def all_complete(snap: kube.Snapshot, api, ns, release) -> None:
 
 def no_running_pods(api, ns) -> None:
     from kubernetes import client
-    live = [p.metadata.name for p in client.CoreV1Api(api).list_namespaced_pod(ns).items
-            if p.status.phase in ("Running", "Pending")]
+
+    live = [
+        p.metadata.name
+        for p in client.CoreV1Api(api).list_namespaced_pod(ns).items
+        if p.status.phase in ("Running", "Pending")
+    ]
     assert live == [], f"pods still running after the run ended: {live}"
 
 
 def pv_path_of(api, ns, claim: str) -> Path:
     from kubernetes import client
+
     pvc = client.CoreV1Api(api).read_namespaced_persistent_volume_claim(claim, ns)
     pv = client.CoreV1Api(api).read_persistent_volume(pvc.spec.volume_name)
     return Path((pv.spec.host_path or pv.spec.local).path)
@@ -133,9 +147,29 @@ def wait_gone(check, what: str, timeout=120):
 def test_mwms_cpu_trains_through_cluster_dns_and_exports_the_model(api, ns, major):
     """`tf-cluster smoke` (the user's command) runs the MWMS example; then what only the cluster shows."""
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "tf_cluster.cli", "smoke", "-f", EX / "mwms-cpu.yaml", "-f", SMALL,
-                        "--kubeconfig", KUBECONFIG, "-n", ns, "--release", "mwms", "--helm", major, "--keep"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tf_cluster.cli",
+            "smoke",
+            "-f",
+            EX / "mwms-cpu.yaml",
+            "-f",
+            SMALL,
+            "--kubeconfig",
+            KUBECONFIG,
+            "-n",
+            ns,
+            "--release",
+            "mwms",
+            "--helm",
+            major,
+            "--keep",
+        ],
+        capture_output=True,
+        text=True,
+    )
     print(r.stdout[-3000:])
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "every Job Complete" in r.stdout and "helm test passed (test Pod phase Succeeded)" in r.stdout
@@ -185,11 +219,16 @@ def test_parameter_server_with_evaluator_stops_by_itself(api, ns):
 
 
 def test_deleting_a_parameter_server_worker_mid_run_still_completes(api, ns):
-    install(ns, "psw", EX / "parameter-server.yaml",  # long enough that the deletion lands mid-run
-            sets=("env[0].name=EPOCHS", "env[0].value=8", "env[1].name=STEPS_PER_EPOCH", "env[1].value=50"))
+    install(
+        ns,
+        "psw",
+        EX / "parameter-server.yaml",  # long enough that the deletion lands mid-run
+        sets=("env[0].name=EPOCHS", "env[0].value=8", "env[1].name=STEPS_PER_EPOCH", "env[1].value=50"),
+    )
     victim = wait_for_log(api, ns, "psw", "-worker-", "1", r"serving worker:1", timeout=600)
-    chief = wait_for_log(api, ns, "psw", "-chief-", "0", lambda text: progress.TaskProgress.of_log(text).progress,
-                         timeout=600)
+    chief = wait_for_log(
+        api, ns, "psw", "-chief-", "0", lambda text: progress.TaskProgress.of_log(text).progress, timeout=600
+    )
     delete_pod(api, ns, victim)
     at = reported(api, ns, chief).progress["epoch"]
     say(f"deleted worker 1 while the chief was at epoch {at}/8")
@@ -202,19 +241,35 @@ def test_deleting_a_parameter_server_worker_mid_run_still_completes(api, ns):
 
 
 def test_deleting_a_mwms_worker_restarts_it_and_training_resumes_from_the_checkpoint(api, ns):
-    install(ns, "resume", EX / "mwms-cpu.yaml",
-            # long enough epochs (~5 s here) that the deletion lands mid-run, not after the end
-            sets=("env[0].name=EPOCHS", "env[0].value=15", "env[1].name=STEPS_PER_EPOCH", "env[1].value=300"))
-    victim = wait_for_log(api, ns, "resume", "-worker-", "1",
-                          lambda text: progress.TaskProgress.of_log(text).progress.get("epoch", 0) >= 2, timeout=600)
+    install(
+        ns,
+        "resume",
+        EX / "mwms-cpu.yaml",
+        # long enough epochs (~5 s here) that the deletion lands mid-run, not after the end
+        sets=("env[0].name=EPOCHS", "env[0].value=15", "env[1].name=STEPS_PER_EPOCH", "env[1].value=300"),
+    )
+    victim = wait_for_log(
+        api,
+        ns,
+        "resume",
+        "-worker-",
+        "1",
+        lambda text: progress.TaskProgress.of_log(text).progress.get("epoch", 0) >= 2,
+        timeout=600,
+    )
     delete_pod(api, ns, victim)
     snap = wait(api, ns, "resume")
     all_complete(snap, api, ns, "resume")
-    replacement = [p for p in pods_of(api, ns, "-worker-") if p.metadata.labels[INDEX] == "1"
-                   and p.metadata.name != victim and p.status.phase == "Succeeded"]
-    assert replacement, ("worker 1 was not replaced: " + str([(p.metadata.name, p.status.phase) for p in
-                                                             pods_of(api, ns, "-worker-")])
-                         + f" worker Job status: {list(snap.jobs.values())[0].status}")
+    replacement = [
+        p
+        for p in pods_of(api, ns, "-worker-")
+        if p.metadata.labels[INDEX] == "1" and p.metadata.name != victim and p.status.phase == "Succeeded"
+    ]
+    assert replacement, (
+        "worker 1 was not replaced: "
+        + str([(p.metadata.name, p.status.phase) for p in pods_of(api, ns, "-worker-")])
+        + f" worker Job status: {list(snap.jobs.values())[0].status}"
+    )
     text = log(api, ns, replacement[0].metadata.name)
     after = progress.TaskProgress.of_log(text)
     resumed = after.resumed_at()
@@ -237,9 +292,16 @@ def test_helm_upgrade_with_a_changed_spec_starts_a_new_run(api, ns):
 
 
 def test_a_bad_image_is_reported_and_the_job_fails(api, ns):
-    install(ns, "bad", EX / "mwms-cpu.yaml",
-            sets=("image.repository=localhost/no-such-image", "job.activeDeadlineSeconds=45",
-                  "storage.checkpoints.type=emptyDir"))
+    install(
+        ns,
+        "bad",
+        EX / "mwms-cpu.yaml",
+        sets=(
+            "image.repository=localhost/no-such-image",
+            "job.activeDeadlineSeconds=45",
+            "storage.checkpoints.type=emptyDir",
+        ),
+    )
     with pytest.raises(RunError) as e:
         wait(api, ns, "bad", timeout=300, stuck_grace=10)
     assert re.search(r"(ErrImagePull|ImagePullBackOff)", str(e.value)) and "no-such-image" in str(e.value), str(e.value)
@@ -252,10 +314,18 @@ def test_a_bad_image_is_reported_and_the_job_fails(api, ns):
 @pytest.mark.parametrize("code,reason", [(2, "PodFailurePolicy"), (1, "FailedIndexes")])
 def test_a_crashing_trainer_fails_the_job_with_a_reason(api, ns, code, reason):
     """Exit 2 is non-retryable (fails at once); exit 1 is retried up to backoffLimitPerIndex, then fails."""
-    install(ns, "crash", EX / "mwms-cpu.yaml",
-            sets=("command[0]=python3", "command[1]=-c",
-                  f"command[2]=print('bad config: no such dataset'); raise SystemExit({code})",
-                  "job.backoffLimitPerIndex=1", "storage.checkpoints.type=emptyDir"))
+    install(
+        ns,
+        "crash",
+        EX / "mwms-cpu.yaml",
+        sets=(
+            "command[0]=python3",
+            "command[1]=-c",
+            f"command[2]=print('bad config: no such dataset'); raise SystemExit({code})",
+            "job.backoffLimitPerIndex=1",
+            "storage.checkpoints.type=emptyDir",
+        ),
+    )
     snap = wait(api, ns, "crash", timeout=300)
     (job,) = snap.jobs.values()
     assert kube.job_state(job) == "Failed", kube.diagnostics(api, ns, "crash")

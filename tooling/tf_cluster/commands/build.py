@@ -1,4 +1,5 @@
 """`tf-cluster build`: render images/Dockerfile.j2 and build it with docker, podman or buildah."""
+
 from __future__ import annotations
 
 import os
@@ -15,20 +16,34 @@ BUILDERS = ("docker", "podman", "buildah")
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("build", help="build the training image (images/)",
-                       description="Build the trainer image. Tags: <repo>:<tf>-<variant> and "
-                                   "<repo>:<tf>-<variant>-<content hash>.")
+    p = sub.add_parser(
+        "build",
+        help="build the training image (images/)",
+        description="Build the trainer image. Tags: <repo>:<tf>-<variant> and <repo>:<tf>-<variant>-<content hash>.",
+    )
     p.add_argument("--variant", choices=sorted(images.VARIANTS), default="cpu")
-    p.add_argument("--base", default=images.DEFAULT_BASE,
-                   help=f"base image with Python 3.11 (default {images.DEFAULT_BASE}; "
-                        "without a registry: images/base/make-base.sh)")
+    p.add_argument(
+        "--base",
+        default=images.DEFAULT_BASE,
+        help=f"base image with Python 3.11 (default {images.DEFAULT_BASE}; "
+        "without a registry: images/base/make-base.sh)",
+    )
     p.add_argument("--repository", default=images.DEFAULT_REPOSITORY, help="image repository")
     p.add_argument("--builder", choices=BUILDERS, help="default: the first of docker, podman, buildah that works")
-    p.add_argument("--extra-package", action="append", default=[], metavar="PKG",
-                   help="extra pip package for the image (repeatable)")
-    p.add_argument("--ca-bundle", type=Path, default=default_ca_bundle(),
-                   help="CA bundle pip trusts during the build (a TLS-intercepting proxy); passed as a "
-                        "build secret, not stored in the image (default: $PIP_CERT or $REQUESTS_CA_BUNDLE)")
+    p.add_argument(
+        "--extra-package",
+        action="append",
+        default=[],
+        metavar="PKG",
+        help="extra pip package for the image (repeatable)",
+    )
+    p.add_argument(
+        "--ca-bundle",
+        type=Path,
+        default=default_ca_bundle(),
+        help="CA bundle pip trusts during the build (a TLS-intercepting proxy); passed as a "
+        "build secret, not stored in the image (default: $PIP_CERT or $REQUESTS_CA_BUNDLE)",
+    )
     p.add_argument("--push", action="store_true", help="push both tags after building")
     p.add_argument("--kind-load", metavar="CLUSTER", help="load the image into this kind cluster")
     p.add_argument("--dry-run", action="store_true", help="assemble the context and print the Dockerfile only")
@@ -85,27 +100,41 @@ def stream(argv: list[str], what: str) -> None:
     start = time.monotonic()
     tail: list[str] = []
     with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
+        assert proc.stdout is not None  # stdout=PIPE
         for line in proc.stdout:
             line = line.rstrip()
             tail = (tail + [line])[-30:]
-            if line.startswith(("STEP", "#", "Step", "COMMIT", "-->", "Successfully", "Writing")) or "error" in line.lower():
+            if (
+                line.startswith(("STEP", "#", "Step", "COMMIT", "-->", "Successfully", "Writing"))
+                or "error" in line.lower()
+            ):
                 print(f"[build {time.monotonic() - start:6.1f}s] {line}", flush=True)
     if proc.returncode != 0:
-        raise BuildError(f"{what} failed (exit {proc.returncode}) after {time.monotonic() - start:.0f}s; "
-                         "last lines:\n  " + "\n  ".join(tail))
+        raise BuildError(
+            f"{what} failed (exit {proc.returncode}) after {time.monotonic() - start:.0f}s; "
+            "last lines:\n  " + "\n  ".join(tail)
+        )
 
 
 def image_size(builder: str, image: str) -> str:
     exe = "podman" if builder == "buildah" else builder
     fmt = "{{.Size}}"
-    proc = subprocess.run([exe, *(podman_flags() if exe == "podman" else []), "image", "inspect",
-                           "--format", fmt, image], capture_output=True, text=True)
+    proc = subprocess.run(
+        [exe, *(podman_flags() if exe == "podman" else []), "image", "inspect", "--format", fmt, image],
+        capture_output=True,
+        text=True,
+    )
     return f"{int(proc.stdout.strip()) / 1e9:.2f} GB" if proc.stdout.strip().isdigit() else "?"
 
 
 def run(args) -> int:
-    ctx = images.assemble(args.variant, base=args.base, repository=args.repository,
-                          extra_packages=args.extra_package, ca_secret=bool(args.ca_bundle))
+    ctx = images.assemble(
+        args.variant,
+        base=args.base,
+        repository=args.repository,
+        extra_packages=args.extra_package,
+        ca_secret=bool(args.ca_bundle),
+    )
     print(f"[build] context {ctx.path} (content {ctx.digest[:12]})", flush=True)
     if args.dry_run:
         sys.stdout.write((ctx.path / "Dockerfile").read_text())
@@ -113,8 +142,11 @@ def run(args) -> int:
     builder = args.builder or detect_builder()
     start = time.monotonic()
     stream(build_argv(builder, ctx, args.ca_bundle), f"{builder} build")
-    print(f"[build] built {ctx.image} and {ctx.pinned_image} in {time.monotonic() - start:.1f}s "
-          f"({image_size(builder, ctx.image)})", flush=True)
+    print(
+        f"[build] built {ctx.image} and {ctx.pinned_image} in {time.monotonic() - start:.1f}s "
+        f"({image_size(builder, ctx.image)})",
+        flush=True,
+    )
     if args.push:
         for tag in (ctx.image, ctx.pinned_image):
             stream([builder, "push", tag], f"push {tag}")

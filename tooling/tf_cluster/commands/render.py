@@ -1,4 +1,5 @@
 """`tf-cluster render`: helm template, optionally as a table of every pod's TF_CONFIG."""
+
 from __future__ import annotations
 
 import argparse
@@ -9,24 +10,47 @@ from .. import helm, manifests
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("render", help="render the chart (helm template)",
-                       description="Render the chart with the real helm binary.")
+    p = sub.add_parser(
+        "render", help="render the chart (helm template)", description="Render the chart with the real helm binary."
+    )
     add_render_args(p)
-    p.add_argument("--tf-config", action="store_true",
-                   help="print one row per pod with its TF_CONFIG (index substituted)")
+    p.add_argument(
+        "--tf-config", action="store_true", help="print one row per pod with its TF_CONFIG (index substituted)"
+    )
     p.set_defaults(func=run)
 
 
 def add_values_args(p: argparse.ArgumentParser, *, required: bool = False) -> None:
     """Helm's own values flags, as every command that renders or installs takes them."""
-    p.add_argument("-f", "--values", action="append", default=[], type=Path, metavar="FILE", required=required,
-                   help="values file (repeatable)")
-    p.add_argument("--set", action="append", default=[], dest="set_values", metavar="K=V",
-                   help="helm --set (repeatable)")
-    p.add_argument("--set-string", action="append", default=[], dest="set_strings", metavar="K=V",
-                   help="helm --set-string (repeatable)")
-    p.add_argument("--set-file", action="append", default=[], dest="set_files", metavar="K=PATH",
-                   help="helm --set-file: a value read from a file, e.g. code.files.train\\.py=train.py (repeatable)")
+    p.add_argument(
+        "-f",
+        "--values",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="FILE",
+        required=required,
+        help="values file (repeatable)",
+    )
+    p.add_argument(
+        "--set", action="append", default=[], dest="set_values", metavar="K=V", help="helm --set (repeatable)"
+    )
+    p.add_argument(
+        "--set-string",
+        action="append",
+        default=[],
+        dest="set_strings",
+        metavar="K=V",
+        help="helm --set-string (repeatable)",
+    )
+    p.add_argument(
+        "--set-file",
+        action="append",
+        default=[],
+        dest="set_files",
+        metavar="K=PATH",
+        help="helm --set-file: a value read from a file, e.g. code.files.train\\.py=train.py (repeatable)",
+    )
     p.add_argument("--helm", choices=helm.MAJORS, default="4", help="Helm major version (default 4)")
 
 

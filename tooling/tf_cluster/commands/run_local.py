@@ -1,4 +1,5 @@
 """`tf-cluster run-local`: run the rendered cluster on this machine with real TensorFlow."""
+
 from __future__ import annotations
 
 import os
@@ -13,21 +14,32 @@ from ..runner import RunReport
 from ..runner.local import LocalRunner
 from .render import add_render_args, render_docs
 
-NOISE = ("cpu_feature_guard", "To enable the following instructions", "absl::InitializeLog",
-         "oneDNN custom operations", "TF_ENABLE_ONEDNN_OPTS", "rebuild TensorFlow with")
+NOISE = (
+    "cpu_feature_guard",
+    "To enable the following instructions",
+    "absl::InitializeLog",
+    "oneDNN custom operations",
+    "TF_ENABLE_ONEDNN_OPTS",
+    "rebuild TensorFlow with",
+)
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("run-local", help="run the rendered cluster as local processes (real TensorFlow)",
-                       description=__doc__)
+    p = sub.add_parser(
+        "run-local", help="run the rendered cluster as local processes (real TensorFlow)", description=__doc__
+    )
     add_render_args(p)
-    p.add_argument("--workdir", type=Path, default=None,
-                   help="run directory (default: runs/<release>); emptied first")
+    p.add_argument("--workdir", type=Path, default=None, help="run directory (default: runs/<release>); emptied first")
     p.add_argument("--timeout", type=float, default=900, help="seconds before everything is stopped")
     p.add_argument("--quiet", action="store_true", help="no live task logs, only status and summary")
     p.add_argument("--ignore-gpus", action="store_true", help="run roles that ask for GPUs on CPU")
-    p.add_argument("--allow-image", action="append", default=[], metavar="REPO",
-                   help="run roles of this image with this machine's Python (repeatable)")
+    p.add_argument(
+        "--allow-image",
+        action="append",
+        default=[],
+        metavar="REPO",
+        help="run roles of this image with this machine's Python (repeatable)",
+    )
     p.set_defaults(func=run)
 
 
@@ -47,18 +59,23 @@ def run(args) -> int:
             sys.stdout.write(f"[{task.name}] {msg.describe() if msg else line}\n")
             sys.stdout.flush()
 
-    runner = LocalRunner(docs, pods, workdir, allow_images=tuple(args.allow_image),
-                         ignore_gpus=args.ignore_gpus, on_line=on_line)
+    runner = LocalRunner(
+        docs, pods, workdir, allow_images=tuple(args.allow_image), ignore_gpus=args.ignore_gpus, on_line=on_line
+    )
     cluster = runner.cluster
-    print(f"tf-cluster run-local: {len(pods)} task(s) in {len(cluster.jobs)} Job(s) "
-          f"({', '.join(f'{j.role}x{len(j.tasks)}' for j in cluster.jobs)}); run dir {workdir}", flush=True)
+    print(
+        f"tf-cluster run-local: {len(pods)} task(s) in {len(cluster.jobs)} Job(s) "
+        f"({', '.join(f'{j.role}x{len(j.tasks)}' for j in cluster.jobs)}); run dir {workdir}",
+        flush=True,
+    )
     for addr, local in cluster.address_map.items():
         print(f"  {addr} -> {local}")
     report = runner.run(args.timeout, on_update=lambda text: print(text, flush=True))
     print(summary(report, workdir), flush=True)
     if not report.ok:
-        raise RunError("the run did not complete: " + "; ".join(report.failures()) +
-                       f". Task logs are in {workdir / 'logs'}")
+        raise RunError(
+            "the run did not complete: " + "; ".join(report.failures()) + f". Task logs are in {workdir / 'logs'}"
+        )
     print("\nResult: every Job Complete.", file=sys.stderr)
     return 0
 

@@ -8,6 +8,7 @@ is the cluster runner's (tf_cluster.runner.cluster): namespace, `helm install`,
 wait on Job conditions by type with live progress, `helm test`, logs and events
 of what failed, `helm uninstall` (unless --keep).
 """
+
 from __future__ import annotations
 
 import shutil
@@ -24,15 +25,27 @@ from .render import add_values_args, values_from
 
 
 def add_parser(sub) -> None:
-    p = sub.add_parser("smoke", help="install a values file on a real cluster and wait for the run to finish",
-                       description=__doc__.split("\n\n")[0])
+    p = sub.add_parser(
+        "smoke",
+        help="install a values file on a real cluster and wait for the run to finish",
+        description=__doc__.split("\n\n")[0],
+    )
     add_values_args(p, required=True)
     target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--kind", nargs="?", const="tf-cluster", metavar="NAME",
-                        help="use (or create) the kind cluster NAME (default tf-cluster); builds and loads the image")
+    target.add_argument(
+        "--kind",
+        nargs="?",
+        const="tf-cluster",
+        metavar="NAME",
+        help="use (or create) the kind cluster NAME (default tf-cluster); builds and loads the image",
+    )
     target.add_argument("--kubeconfig", type=Path, help="an existing cluster; its nodes must have the image")
-    p.add_argument("-n", "--namespace", default="tf-cluster-smoke", help="namespace (created if missing; "
-                                                                          "deleted afterwards if it was)")
+    p.add_argument(
+        "-n",
+        "--namespace",
+        default="tf-cluster-smoke",
+        help="namespace (created if missing; deleted afterwards if it was)",
+    )
     p.add_argument("--release", default="smoke", help="Helm release name (default smoke)")
     p.add_argument("--timeout", type=float, default=900, help="seconds to wait for every Job to finish")
     p.add_argument("--no-helm-test", dest="helm_test", action="store_false", help="skip `helm test`")
@@ -76,6 +89,7 @@ def kind_up(name: str, say: Step) -> Path:
 def kind_load(name: str, image: str | None, say: Step) -> str:
     """Build the CPU image (unless given) and load it into the kind nodes; returns the image reference."""
     from . import build
+
     if not image:
         ctx = images.assemble("cpu")
         builder = build.detect_builder()
@@ -85,7 +99,10 @@ def kind_load(name: str, image: str | None, say: Step) -> str:
         if builder == "podman":  # podman names it localhost/<repo>: load that exact name
             image = f"localhost/{image}"
     say(f"loading {image} into kind cluster {name}")
-    if shutil.which("docker") and subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0:
+    if (
+        shutil.which("docker")
+        and subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0
+    ):
         sh(["kind", "load", "docker-image", image, "--name", name], say, "kind load docker-image")
     else:
         with tempfile.TemporaryDirectory() as d:
@@ -114,8 +131,13 @@ def run(args) -> int:
         values = values.plus(Values(set=(f"image.repository={repo}", f"image.tag={tag}")))
     elif not Path(args.kubeconfig).is_file():
         raise UsageError(f"kubeconfig {args.kubeconfig} not found")
-    runner = ClusterRunner(Helm(args.helm, kubeconfig=args.kubeconfig, namespace=args.namespace),
-                           args.release, values, keep=args.keep, say=say)
+    runner = ClusterRunner(
+        Helm(args.helm, kubeconfig=args.kubeconfig, namespace=args.namespace),
+        args.release,
+        values,
+        keep=args.keep,
+        say=say,
+    )
     ok = False
     try:
         runner.start()

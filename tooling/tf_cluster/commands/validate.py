@@ -1,4 +1,5 @@
 """`tf-cluster validate`: render, then check every manifest against Kubernetes schemas."""
+
 from __future__ import annotations
 
 from .. import validate
@@ -9,8 +10,13 @@ from .render import add_render_args, render_docs
 def add_parser(sub) -> None:
     p = sub.add_parser("validate", help="render and validate against Kubernetes schemas (offline)")
     add_render_args(p)
-    p.add_argument("--kube-version", action="append", dest="kube_versions", metavar="X.Y",
-                   help=f"Kubernetes version(s) to validate for (default: {', '.join(validate.DEFAULT_VERSIONS)})")
+    p.add_argument(
+        "--kube-version",
+        action="append",
+        dest="kube_versions",
+        metavar="X.Y",
+        help=f"Kubernetes version(s) to validate for (default: {', '.join(validate.DEFAULT_VERSIONS)})",
+    )
     p.set_defaults(func=run)
 
 

@@ -10,11 +10,12 @@ outcome the same way (`RunReport`: Jobs with their condition, tasks with their
 exit codes and what they reported through the progress protocol), so `run-local`,
 `smoke` and later commands (tune, notebook) print and judge runs alike.
 """
+
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable
 
 from ..progress import TaskProgress
 
@@ -53,14 +54,18 @@ class RunReport:
         return bool(self.jobs) and all(j.condition == "Complete" for j in self.jobs)
 
     def failures(self) -> list[str]:
-        return [f"{j.name}: {j.reason or j.condition or 'not finished'}" for j in self.jobs if j.condition != "Complete"]
+        return [
+            f"{j.name}: {j.reason or j.condition or 'not finished'}" for j in self.jobs if j.condition != "Complete"
+        ]
 
     def model_dir(self) -> str | None:
         return next((t.reported.result["model_dir"] for t in self.tasks if t.reported.result.get("model_dir")), None)
 
     def table(self) -> str:
         """Jobs, then one row per task: exit codes, restarts, time, what it reported."""
-        lines = [f"Job {j.name}: {j.condition or 'running'}" + (f" ({j.reason})" if j.reason else "") for j in self.jobs]
+        lines = [
+            f"Job {j.name}: {j.condition or 'running'}" + (f" ({j.reason})" if j.reason else "") for j in self.jobs
+        ]
         rows = [("TASK", "EXIT CODES", "RESTARTS", "WALL", "RESULT")]
         for t in self.tasks:
             wall = f"{t.seconds:.1f}s" if t.seconds is not None else "-"
@@ -68,10 +73,10 @@ class RunReport:
         return "\n".join(lines + [""] + align(rows))
 
 
-def align(rows: list[tuple[str, ...]]) -> list[str]:
+def align(rows: Sequence[Sequence[str]]) -> list[str]:
     """Columns padded to their widest cell (the last column is left as it is)."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-    return ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
+    return ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1] for r in rows]
 
 
 class Runner(ABC):

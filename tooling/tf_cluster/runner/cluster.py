@@ -1,11 +1,12 @@
 """The release installed with Helm on a real cluster, watched through the Kubernetes API."""
+
 from __future__ import annotations
 
+from .. import kube
 from ..errors import RunError
 from ..helm import Helm, Values
 from ..progress import TaskProgress
-from .. import kube
-from . import JobReport, RunReport, Runner, Say, TaskReport
+from . import JobReport, Runner, RunReport, Say, TaskReport
 
 TERMINAL = {"Succeeded": "succeeded", "Failed": "failed", "Running": "running", "Pending": "pending"}
 
@@ -14,8 +15,9 @@ class ClusterRunner(Runner):
     """`helm install` into a namespace (created, and later deleted, if missing), Job conditions
     by type, `helm test`, `helm uninstall`. `keep` leaves the release installed on stop."""
 
-    def __init__(self, helm: Helm, release: str, values: Values, *, keep: bool = False,
-                 stuck_grace: float = 60, say: Say = print) -> None:
+    def __init__(
+        self, helm: Helm, release: str, values: Values, *, keep: bool = False, stuck_grace: float = 60, say: Say = print
+    ) -> None:
         if not (helm.kubeconfig and helm.namespace):
             raise ValueError("ClusterRunner needs a Helm bound to a kubeconfig and a namespace")
         self.helm, self.release, self.values, self.keep = helm, release, values, keep
@@ -37,8 +39,9 @@ class ClusterRunner(Runner):
 
     def watch(self, timeout: float, on_update: Say = print) -> RunReport:
         on_update("waiting for every Job to reach Complete or Failed (progress every 15 s)")
-        kube.wait_for_jobs(self.api, self.namespace, self.release, timeout=timeout, say=on_update,
-                           stuck_grace=self.stuck_grace)
+        kube.wait_for_jobs(
+            self.api, self.namespace, self.release, timeout=timeout, say=on_update, stuck_grace=self.stuck_grace
+        )
         return self.report()
 
     def report(self) -> RunReport:
@@ -46,8 +49,14 @@ class ClusterRunner(Runner):
         jobs = []
         for name, job in sorted(snap.jobs.items()):
             state = kube.job_state(job)
-            jobs.append(JobReport(name, kube.role_of(job), "" if state == "Running" else state,
-                                  kube.failed_reason(job) if state == "Failed" else ""))
+            jobs.append(
+                JobReport(
+                    name,
+                    kube.role_of(job),
+                    "" if state == "Running" else state,
+                    kube.failed_reason(job) if state == "Failed" else "",
+                )
+            )
         by_task: dict[tuple[str, int], list] = {}
         for p in snap.pods:
             labels = p.metadata.labels or {}
@@ -58,9 +67,18 @@ class ClusterRunner(Runner):
             pods.sort(key=lambda p: p.metadata.creation_timestamp)
             last = pods[-1]
             codes = [c for c in (kube.exit_code(p) for p in pods) if c is not None]
-            tasks.append(TaskReport(f"{role}-{index}", role, index, TERMINAL.get(last.status.phase, "pending"),
-                                    restarts=len(pods) - 1, exit_codes=codes, seconds=kube.pod_seconds(pods),
-                                    reported=TaskProgress.of_log(kube.pod_log(self.api, self.namespace, last))))
+            tasks.append(
+                TaskReport(
+                    f"{role}-{index}",
+                    role,
+                    index,
+                    TERMINAL.get(last.status.phase, "pending"),
+                    restarts=len(pods) - 1,
+                    exit_codes=codes,
+                    seconds=kube.pod_seconds(pods),
+                    reported=TaskProgress.of_log(kube.pod_log(self.api, self.namespace, last)),
+                )
+            )
         return RunReport(self.where, jobs, tasks)
 
     def check(self) -> None:
@@ -68,8 +86,9 @@ class ClusterRunner(Runner):
         (the chart's default hook-delete policy); a failed test's Pod is kept, and its log is shown."""
         self.say("helm test")
         proc = self.helm.test(self.release)
-        phase = next((ln.split(":", 1)[1].strip() for ln in proc.stdout.splitlines()
-                      if ln.strip().startswith("Phase:")), "?")
+        phase = next(
+            (ln.split(":", 1)[1].strip() for ln in proc.stdout.splitlines() if ln.strip().startswith("Phase:")), "?"
+        )
         if proc.returncode == 0:
             self.say(f"helm test passed (test Pod phase {phase})")
             return

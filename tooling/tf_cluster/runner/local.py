@@ -1,4 +1,5 @@
 """The release's pods as processes on this machine, with Kubernetes' Job semantics (tf_cluster.local)."""
+
 from __future__ import annotations
 
 import time
@@ -6,15 +7,16 @@ from pathlib import Path
 
 from ..local import LocalCluster, Task
 from ..manifests import Pod
-from . import JobReport, RunReport, Runner, Say, TaskReport, align
+from . import JobReport, Runner, RunReport, Say, TaskReport, align
 
 
 class LocalRunner(Runner):
     """Runs a rendered release as local processes. `cluster` is the Job-semantics engine
     (restarts, failure policy, the leader's condition); this class drives and reports it."""
 
-    def __init__(self, docs: list[dict], pods: list[Pod], workdir: Path, *, status_every: float = 5.0,
-                 **options) -> None:
+    def __init__(
+        self, docs: list[dict], pods: list[Pod], workdir: Path, *, status_every: float = 5.0, **options
+    ) -> None:
         self.cluster = LocalCluster(docs, pods, workdir, **options)
         self.cluster.write_configmaps(docs)
         self.where = str(workdir)
@@ -41,10 +43,19 @@ class LocalRunner(Runner):
     def report(self) -> RunReport:
         now = time.monotonic()
         jobs = [JobReport(j.name, j.role, j.condition, j.reason) for j in self.cluster.jobs]
-        tasks = [TaskReport(t.name, t.pod.role, t.pod.index, t.state, t.failures, list(t.exit_codes),
-                            ((t.ended if t.state in ("succeeded", "failed") else now) - t.first_start)
-                            if t.first_start else None, t.reported)
-                 for t in self.cluster.tasks()]
+        tasks = [
+            TaskReport(
+                t.name,
+                t.pod.role,
+                t.pod.index,
+                t.state,
+                t.failures,
+                list(t.exit_codes),
+                ((t.ended if t.state in ("succeeded", "failed") else now) - t.first_start) if t.first_start else None,
+                t.reported,
+            )
+            for t in self.cluster.tasks()
+        ]
         return RunReport(self.where, jobs, tasks, now - self._t0 if self._t0 else 0.0)
 
     def stop(self) -> None:
