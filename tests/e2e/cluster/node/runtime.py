@@ -1,0 +1,152 @@
+"""The container runtime: containerd + runc, the CNI bridge, and images imported from podman."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+from .config import BIN, BRIDGE, CNI_BIN, GATEWAY, PAUSE_IMAGE, POD_CIDR, SOCK, STATE, TRAINER_REPO, run
+from .proc import NodeError, ctr, say, sh, template
+
+
+def containerd_config() -> Path:
+    path = STATE / "containerd.toml"
+    path.write_text(
+        template(
+            "containerd.toml",
+            STATE=STATE,
+            RUN=run,
+            SOCK=SOCK,
+            PAUSE_IMAGE=PAUSE_IMAGE,
+            RESTRICT_OOM=str(restrict_oom()).lower(),
+            CNI_BIN=CNI_BIN,
+        )
+    )
+    return path
+
+
+def restrict_oom() -> bool:
+    """Can this host lower a process's oom_score_adj? (runc sets -998 on every pod sandbox.)"""
+    p = subprocess.run(["sh", "-c", "echo -998 > /proc/self/oom_score_adj"], capture_output=True)
+    return p.returncode != 0
+
+
+def ensure_network() -> None:
+    for key in ("net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables"):
+        try:
+            Path("/proc/sys", key).write_text("1")
+        except OSError as e:
+            say(f"warning: cannot set {key}: {e}")
+    if sh("ip", "link", "show", BRIDGE, check=False).returncode != 0:
+        sh("ip", "link", "add", BRIDGE, "type", "bridge")
+    if GATEWAY not in sh("ip", "-4", "addr", "show", BRIDGE).stdout:
+        sh("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
+    sh("ip", "link", "set", BRIDGE, "up")
+    netd = STATE / "cni" / "net.d"
+    netd.mkdir(parents=True, exist_ok=True)
+    (netd / "10-tf-cluster.conflist").write_text(
+        json.dumps(
+            {
+                "cniVersion": "0.4.0",
+                "name": "tf-cluster",
+                "plugins": [
+                    {
+                        "type": "bridge",
+                        "bridge": BRIDGE,
+                        "isGateway": True,
+                        "ipMasq": True,
+                        "hairpinMode": True,
+                        "ipam": {
+                            "type": "host-local",
+                            "ranges": [[{"subnet": POD_CIDR, "gateway": GATEWAY}]],
+                            "routes": [{"dst": "0.0.0.0/0"}],
+                            "dataDir": str(STATE / "cni" / "ipam"),
+                        },
+                    },
+                    {"type": "portmap", "capabilities": {"portMappings": True}},
+                ],
+            },
+            indent=1,
+        )
+    )
+
+
+def podman(*args, check=True):
+    flags = (
+        []
+        if Path("/sys/fs/cgroup/cgroup.controllers").exists()
+        else ["--runtime", "runc", "--cgroup-manager", "cgroupfs"]
+    )
+    return sh("podman", *flags, *args, check=check)
+
+
+def ctr_images() -> set[str]:
+    return set(ctr("images", "list", "-q").stdout.split())
+
+
+def ensure_pause_image() -> None:
+    if PAUSE_IMAGE in ctr_images():
+        return
+    say("building the pause image (a static Go binary, no base) with buildah")
+    tar = STATE / "pause.tar"
+    c = sh("buildah", "from", "scratch").stdout.strip()
+    try:
+        sh("buildah", "copy", c, BIN / "pause", "/pause")
+        sh("buildah", "config", "--entrypoint", '["/pause"]', "--user", "65535:65535", c)
+        sh("buildah", "commit", "-q", c, PAUSE_IMAGE)
+    finally:
+        sh("buildah", "rm", c, check=False)
+    tar.unlink(missing_ok=True)
+    podman("save", "--format", "docker-archive", "-o", tar, PAUSE_IMAGE)
+    ctr("images", "import", "--no-unpack", tar)
+    tar.unlink()
+
+
+def import_images(images: list[str]) -> None:
+    """Copy images from podman's store into containerd's (what `kind load` does for kind).
+    Tags of one image are imported once and tagged in containerd. A tag whose podman image
+    changed since it was imported (a rebuild) is imported again."""
+    record = STATE / "containerd" / "imported.json"
+    imported = json.loads(record.read_text()) if record.exists() else {}
+    have = ctr_images()
+    by_id: dict[str, list[str]] = {}
+    for image in images:
+        p = podman("image", "inspect", "--format", "{{.Id}}", image, check=False)
+        if p.returncode != 0:
+            raise NodeError(f"image {image} is not in podman's store: build it first (make image)")
+        by_id.setdefault(p.stdout.strip(), []).append(image)
+    for iid, tags in by_id.items():
+        current = [t for t in tags if t in have and imported.get(t) == iid]
+        missing = [t for t in tags if t not in current]
+        if not missing:
+            continue
+        if not current:
+            say(f"importing {missing[0]} into containerd (what `kind load` does) ...")
+            t = time.monotonic()
+            tar = STATE / "import.tar"
+            tar.unlink(missing_ok=True)
+            podman("save", "--format", "docker-archive", "-o", tar, missing[0])
+            ctr("images", "import", tar)
+            tar.unlink()
+            say(f"imported {missing[0]} in {time.monotonic() - t:.0f}s")
+            current, missing = [missing[0]], missing[1:]
+        for tag in missing:
+            ctr("images", "rm", tag, check=False)
+            ctr("images", "tag", current[0], tag)
+        imported.update({t: iid for t in tags})
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps(imported, indent=1, sort_keys=True))
+
+
+def trainer_images() -> list[str]:
+    """The trainer image the chart uses by default (`tf-cluster-trainer:<tf>-cpu`, as `make image` tags it)
+    and every other tag podman has for that same image (the content-pinned one)."""
+    default = podman("images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}", TRAINER_REPO, check=False).stdout
+    rows = [line.split() for line in default.splitlines() if line.strip()]
+    latest = next(
+        (iid for ref, iid in rows if ref.endswith(":" + os.environ.get("TF_VERSION", "2.21.0") + "-cpu")), None
+    )
+    return [ref for ref, iid in rows if iid == latest]
