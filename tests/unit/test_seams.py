@@ -1,0 +1,135 @@
+"""The seams: Helm argv built in one module, the progress protocol parsed in one module,
+and both behaving as their callers rely on."""
+
+from __future__ import annotations
+
+import re
+import tarfile
+
+import pytest
+import yaml
+
+from tf_cluster import CHART, ROOT, helm, progress
+
+PY_FILES = sorted(p for d in ("tooling", "tests") for p in (ROOT / d).rglob("*.py") if ".venv" not in p.parts)
+
+
+def offenders(pattern: str, allowed: set[str]) -> list[str]:
+    rx = re.compile(pattern)
+    return [
+        str(p.relative_to(ROOT))
+        for p in PY_FILES
+        if str(p.relative_to(ROOT)) not in allowed and rx.search(p.read_text()) and p.name != "test_seams.py"
+    ]
+
+
+def test_helm_argv_is_built_in_one_module_only():
+    assert (
+        offenders(
+            r"helm_binary\(|\"(helm|helm3)\",\s*\"(template|install|upgrade|uninstall|test|lint)",
+            {"tooling/tf_cluster/helm.py"},
+        )
+        == []
+    )
+
+
+def test_the_progress_protocol_is_parsed_in_one_module_only():
+    assert offenders(r"TF_CLUSTER_(PROGRESS|RESULT|EVENT)", {"tooling/tf_cluster/progress.py"}) == []
+
+
+def test_values_keep_helms_order_and_add_up():
+    v = helm.Values.of(["a.yaml"], set=["x=1"], set_string=["env[0].value=7"], set_file=["code.files.t=t.py"])
+    more = v.plus(helm.Values(files=("b.yaml",), set=("y=2",)))
+    assert more.argv() == [
+        "-f",
+        "a.yaml",
+        "-f",
+        "b.yaml",
+        "--set",
+        "x=1",
+        "--set",
+        "y=2",
+        "--set-string",
+        "env[0].value=7",
+        "--set-file",
+        "code.files.t=t.py",
+    ]
+
+
+def test_a_bound_helm_names_its_binary_cluster_and_namespace():
+    argv = helm.Helm("3", kubeconfig="/k", namespace="ml").argv("install", "r", CHART, "-f", "v.yaml")
+    assert argv[0].endswith("helm3") and argv[1:] == [
+        "install",
+        "--kubeconfig",
+        "/k",
+        "--namespace",
+        "ml",
+        "r",
+        str(CHART),
+        "-f",
+        "v.yaml",
+    ]
+    with pytest.raises(helm.ToolMissing, match="use 3 or 4"):
+        helm.Helm("2").argv("version")
+
+
+def test_set_file_brings_a_script_into_the_release(tmp_path, helm_major):
+    script = tmp_path / "train.py"
+    script.write_text("print('hello from a file')\n")
+    text = helm.Helm(helm_major).template("tf", helm.Values(set_file=(f"code.files.train\\.py={script}",)))
+    (cm,) = [d for d in helm.parse(text) if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-code")]
+    assert cm["data"] == {"train.py": "print('hello from a file')\n"}
+
+
+def test_render_errors_carry_helms_message_without_its_boilerplate(helm_major):
+    with pytest.raises(helm.RenderError) as e:
+        helm.Helm(helm_major).template("tf", helm.Values(set=("roles.chief.replicas=2",)))
+    assert str(e.value).startswith("roles.chief.replicas=2: a TensorFlow cluster has at most one chief")
+
+
+def test_package_makes_the_chart_archive(tmp_path, helm_major):
+    helm.Helm(helm_major).package(tmp_path)
+    version = yaml.safe_load((CHART / "Chart.yaml").read_text())["version"]
+    with tarfile.open(tmp_path / f"tf-cluster-{version}.tgz") as tgz:
+        names = tgz.getnames()
+    assert "tf-cluster/files/roles.yaml" in names and "tf-cluster/templates/validate.yaml" in names
+
+
+@pytest.mark.parametrize(
+    "line,kind,data",
+    [
+        (
+            'TF_CLUSTER_PROGRESS {"epoch": 2, "epochs": 5, "loss": 0.5}',
+            "PROGRESS",
+            {"epoch": 2, "epochs": 5, "loss": 0.5},
+        ),
+        ('  TF_CLUSTER_RESULT {"model_dir": "/m"}\r', "RESULT", {"model_dir": "/m"}),
+        ('TF_CLUSTER_EVENT {"event": "resumed", "epoch": 3}', "EVENT", {"event": "resumed", "epoch": 3}),
+        ("TF_CLUSTER_PROGRESS epoch 2", None, None),  # not JSON: plain output
+        ("TF_CLUSTER_PROGRESS [1, 2]", None, None),  # not an object
+        ('TF_CLUSTER_OTHER {"a": 1}', None, None),
+        ("Epoch 2/5 - loss: 0.5", None, None),
+    ],
+)
+def test_progress_lines_are_parsed_or_left_as_output(line, kind, data):
+    msg = progress.parse(line)
+    assert (msg.kind, msg.data) == (kind, data) if kind else msg is None
+
+
+def test_a_task_reports_its_latest_progress_its_result_and_where_it_resumed():
+    log = "\n".join(
+        [
+            'TF_CLUSTER_PROGRESS {"epoch": 1, "epochs": 3, "loss": 0.9, "accuracy": 0.5}',
+            'TF_CLUSTER_EVENT {"event": "resumed", "epoch": 1}',
+            'TF_CLUSTER_PROGRESS {"epoch": 3, "epochs": 3, "loss": 0.25, "accuracy": 0.875}',
+            'TF_CLUSTER_RESULT {"loss": 0.25, "accuracy": 0.875, "model_dir": "/ckpt/model"}',
+        ]
+    )
+    t = progress.TaskProgress.of_log(log)
+    assert t.summary() == "epoch 3/3, loss 0.2500, accuracy 0.8750"
+    assert t.resumed_at() == [1] and t.outcome() == "loss=0.25, accuracy=0.875 (resumed at epoch 1)"
+    assert (
+        progress.parse(log.splitlines()[-1]).describe()
+        == "finished: loss 0.2500  accuracy 0.8750  model -> /ckpt/model"
+    )
+    assert progress.TaskProgress().summary() == "-"
