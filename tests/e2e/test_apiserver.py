@@ -13,6 +13,7 @@ Binaries: tests/e2e/apiserver/build.sh (make e2e-api runs it).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -342,3 +343,33 @@ def test_launcher_stops_a_server_through_the_api_when_the_chief_job_ends(apiserv
     assert proc.returncode == rc, err
     assert stopped_after < 5, f"stopped {stopped_after:.1f}s after the Job ended (poll 1s)"
     assert f"Job {chief} is {outcome}" in err
+
+
+def job_uids(api, namespace):
+    from kubernetes import client
+
+    return {j.metadata.name: j.metadata.uid for j in client.BatchV1Api(api).list_namespaced_job(namespace).items}
+
+
+@pytest.mark.parametrize("major", ["4", "3"], ids=["helm4", "helm3"])
+def test_changing_the_service_account_is_a_new_run_not_an_immutable_field_error(apiserver, namespace, major):
+    h, values = helm_in(apiserver, major, namespace), helm.Values.of([PS_EXAMPLE])
+    assert h.install("sa", values).returncode == 0
+    first = job_uids(apiserver["api"], namespace)
+    r = h.upgrade("sa", values.plus(helm.Values(set=("serviceAccount.name=trainer",))))
+    assert r.returncode == 0, r.stderr
+    assert set(job_uids(apiserver["api"], namespace)).isdisjoint(first)
+
+
+@pytest.mark.parametrize("major", ["4", "3"], ids=["helm4", "helm3"])
+def test_a_chart_version_bump_keeps_the_running_jobs(apiserver, namespace, major, tmp_path):
+    bumped = tmp_path / "tf-cluster"
+    shutil.copytree(CHART, bumped)
+    text = (bumped / "Chart.yaml").read_text()
+    (bumped / "Chart.yaml").write_text(re.sub(r"(?m)^version: .*$", "version: 99.0.0", text))
+    h, values = helm_in(apiserver, major, namespace), helm.Values.of([PS_EXAMPLE])
+    assert h.install("bump", values).returncode == 0
+    first = job_uids(apiserver["api"], namespace)
+    r = h.upgrade("bump", values, chart=bumped)
+    assert r.returncode == 0, r.stderr
+    assert job_uids(apiserver["api"], namespace) == first  # same Job objects: the training was not touched

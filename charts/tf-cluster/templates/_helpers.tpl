@@ -83,24 +83,46 @@ imagePullPolicy: {{ $image.pullPolicy }}
 {{- end -}}
 
 {{/*
-Run suffix: Jobs are immutable, so a changed job-affecting value must give new
-Job names. `auto` hashes every value that reaches a Job, with each role's
-effective settings (roleDefaults merged in), plus the chart version
-(deterministic: same values, same bytes).
+Run suffix. Jobs are immutable, so a Job whose pod template (or another immutable
+field) changes needs a new name, and a Job whose pods run the same must keep its
+name (Argo CD would otherwise prune a running training). `auto`: the run hash.
 */}}
 {{- define "tf-cluster.runSuffix" -}}
+{{- if hasKey . "tfClusterRunProbe" -}}
+{{- .tfClusterRunProbe -}}
+{{- else -}}
 {{- $s := toString .Values.run.suffix -}}
 {{- if eq $s "auto" -}}
-{{- $affecting := omit .Values "tensorboard" "networkPolicy" "run" "tests" "rbac" "serviceAccount" "roleDefaults" -}}
-{{- $roles := dict -}}
-{{- range $role := splitList " " (include "tf-cluster.roles" .) -}}
-{{- $_ := set $roles $role (include "tf-cluster.role" (dict "context" $ "role" $role) | fromJson) -}}
-{{- end -}}
-{{- $_ := set $affecting "roles" $roles -}}
-{{- printf "%s|%s" .Chart.Version (toJson $affecting) | sha256sum | trunc 6 -}}
+{{- include "tf-cluster.runHash" . -}}
 {{- else if ne $s "none" -}}
 {{- $s -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
+The run hash: 6 hex digits of the sha256 of what the release's Jobs run, i.e. each
+present role's immutable Job spec with its pod template (_job.tpl's
+"tf-cluster.jobRunSpec": image, command, env with TF_CONFIG, launcher checksum,
+service account, volumes, scheduling, restart policy ...), rendered with the
+placeholder run name "run". Nothing else counts: a new chart version, a label or
+a TensorBoard/NetworkPolicy/RBAC change that leaves every pod the same keeps the
+run. One hash for the whole release: its tasks address each other by Job name.
+Computed once per render (cached in .Values under a key the schema forbids users).
+*/}}
+{{- define "tf-cluster.runHash" -}}
+{{- if not (hasKey .Values "tfClusterRunHashCache") -}}
+{{- $probe := dict "Values" .Values "Release" .Release "Chart" .Chart "Files" .Files "Capabilities" .Capabilities "Template" .Template "tfClusterRunProbe" "run" -}}
+{{- $specs := list -}}
+{{- range $role := splitList " " (include "tf-cluster.roles" .) -}}
+{{- $r := dict "context" $probe "role" $role -}}
+{{- if gt (int (include "tf-cluster.replicas" $r)) 0 -}}
+{{- $specs = append $specs (printf "%s:\n%s" $role (include "tf-cluster.jobRunSpec" (dict "context" $probe "role" $role "policy" (include "tf-cluster.jobPolicy" $r | fromJson)))) -}}
+{{- end -}}
+{{- end -}}
+{{- $_ := set .Values "tfClusterRunHashCache" (join "\n---\n" $specs | sha256sum | trunc 6) -}}
+{{- end -}}
+{{- .Values.tfClusterRunHashCache -}}
 {{- end -}}
 
 {{/* Job name of a role: <fullname>-<role>[-<run suffix>]. Usage: include "tf-cluster.jobName" (dict "context" $ "role" "worker") */}}

@@ -1,6 +1,6 @@
 {{/*
-The Indexed Job every role shares: the Job wrapper (completions, restarts,
-failure policy, deadlines). The pod it runs is _pod.tpl's. The per-role files
+The Indexed Job every role shares: the Job wrapper (name, labels, the mutable
+deadlines) around "tf-cluster.jobRunSpec" (below). The pod it runs is _pod.tpl's. The per-role files
 (chief-job.yaml, worker-job.yaml, ps-job.yaml, evaluator-job.yaml) only call it.
 Usage: include "tf-cluster.job" (dict "context" $ "role" "worker")
 */}}
@@ -24,38 +24,50 @@ metadata:
     {{- toYaml . | nindent 4 }}
   {{- end }}
 spec:
-  completionMode: Indexed
-  completions: {{ $replicas }}
-  parallelism: {{ $replicas }}
-  backoffLimitPerIndex: {{ int $policy.backoffLimitPerIndex }}
-  {{- if not (kindIs "invalid" $policy.maxFailedIndexes) }}
-  maxFailedIndexes: {{ int $policy.maxFailedIndexes }}
-  {{- end }}
-  podReplacementPolicy: Failed
-  podFailurePolicy:
-    rules:
-      # A pod evicted or preempted (node drain, spot reclaim) is retried without counting.
-      - action: Ignore
-        onPodConditions:
-          - type: DisruptionTarget
-            status: "True"
-      {{- with $policy.nonRetryableExitCodes }}
-      # Exit codes that mean "retrying will not help" fail the whole Job at once.
-      - action: FailJob
-        onExitCodes:
-          containerName: tensorflow
-          operator: In
-          values: {{ toJson . }}
-      {{- end }}
+  {{- include "tf-cluster.jobRunSpec" (dict "context" $ctx "role" $roleName "policy" $policy) | nindent 2 }}
+  {{- /* Mutable fields: changing them keeps the run (and patches the running Job). */}}
   {{- if not (kindIs "invalid" $policy.activeDeadlineSeconds) }}
   activeDeadlineSeconds: {{ int64 $policy.activeDeadlineSeconds }}
   {{- end }}
   {{- if not (kindIs "invalid" $policy.ttlSecondsAfterFinished) }}
   ttlSecondsAfterFinished: {{ int $policy.ttlSecondsAfterFinished }}
   {{- end }}
-  template:
-    {{- include "tf-cluster.podTemplate" (dict "context" $ctx "role" $roleName "policy" $policy) | nindent 4 }}
 {{- end -}}
+{{- end -}}
+
+{{/*
+What a role's Job runs: the Job spec fields Kubernetes will not change on a live Job
+(completions, restart and failure policy) and the pod template. Its rendering is
+what the run hash (_helpers.tpl "tf-cluster.runHash") covers.
+Usage: include "tf-cluster.jobRunSpec" (dict "context" $ "role" "worker" "policy" $policy)
+*/}}
+{{- define "tf-cluster.jobRunSpec" -}}
+{{- $policy := .policy -}}
+completionMode: Indexed
+completions: {{ include "tf-cluster.replicas" . }}
+parallelism: {{ include "tf-cluster.replicas" . }}
+backoffLimitPerIndex: {{ int $policy.backoffLimitPerIndex }}
+{{- if not (kindIs "invalid" $policy.maxFailedIndexes) }}
+maxFailedIndexes: {{ int $policy.maxFailedIndexes }}
+{{- end }}
+podReplacementPolicy: Failed
+podFailurePolicy:
+  rules:
+    # A pod evicted or preempted (node drain, spot reclaim) is retried without counting.
+    - action: Ignore
+      onPodConditions:
+        - type: DisruptionTarget
+          status: "True"
+    {{- with $policy.nonRetryableExitCodes }}
+    # Exit codes that mean "retrying will not help" fail the whole Job at once.
+    - action: FailJob
+      onExitCodes:
+        containerName: tensorflow
+        operator: In
+        values: {{ toJson . }}
+    {{- end }}
+template:
+  {{- include "tf-cluster.podTemplate" (dict "context" .context "role" .role "policy" $policy) | nindent 2 }}
 {{- end -}}
 
 {{/*
