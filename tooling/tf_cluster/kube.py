@@ -217,7 +217,10 @@ def leader_log_line(api, namespace: str, snap: Snapshot) -> str:
                 if reported.progress:
                     return f"{role}-0: {reported.summary()}"
                 lines = [ln for ln in text.splitlines() if ln.strip()]
-                return f"{role}-0: {lines[-1].strip()[-160:]}" if lines else ""
+                if not lines:
+                    return ""
+                msg = progress.parse(lines[-1])
+                return f"{role}-0: {msg.describe() if msg else lines[-1].strip()[-160:]}"
     return ""
 
 
