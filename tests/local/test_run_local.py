@@ -143,3 +143,36 @@ def test_a_crashing_trainer_fails_the_job_with_a_reason(tmp_path):
     (job,) = c.cluster.jobs
     assert job.condition == "Failed" and "non-retryable exit code" in job.reason
     assert sum(t.failures for t in c.cluster.tasks()) == 0
+
+
+def test_a_plain_keras_program_runs_with_one_flag_and_shows_its_progress(tmp_path, capsys):
+    """`--script` brings the file in (code.files), every role runs it with the given args; the
+    status and summary fill from Keras' own output (no tf-cluster code in the program)."""
+    from tf_cluster.cli import main
+
+    program = ROOT / "tests" / "local" / "programs" / "plain_keras_mwms.py"
+    rc = main(
+        [
+            "run-local",
+            "--script",
+            str(program),
+            "--workdir",
+            str(tmp_path / "run"),
+            "--timeout",
+            "300",
+            "--",
+            "--epochs",
+            "2",
+            "--steps",
+            "10",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert rc == 0, out[-3000:]
+    summary = out[out.index("== tf-cluster run-local finished") :]
+    rows = [ln.split() for ln in summary.splitlines() if ln.startswith("worker-")]
+    assert [r[0] for r in rows] == ["worker-0", "worker-1"]
+    for r in rows:
+        assert r[1] == "0" and " ".join(r[4:]).startswith("epoch 2/2, loss "), summary
+        assert "accuracy" in " ".join(r[4:])
+    assert "code/plain_keras_mwms.py" in (tmp_path / "run" / "logs" / "worker-0.log").read_text()

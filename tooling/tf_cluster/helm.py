@@ -61,6 +61,15 @@ class Values:
     set: tuple[str, ...] = ()
     set_string: tuple[str, ...] = ()
     set_file: tuple[str, ...] = ()
+    set_json: tuple[str, ...] = ()
+
+    FLAGS = (
+        ("files", "-f"),
+        ("set", "--set"),
+        ("set_string", "--set-string"),
+        ("set_file", "--set-file"),
+        ("set_json", "--set-json"),
+    )
 
     @classmethod
     def of(
@@ -69,26 +78,17 @@ class Values:
         set: Iterable[str] = (),
         set_string: Iterable[str] = (),
         set_file: Iterable[str] = (),
+        set_json: Iterable[str] = (),
     ) -> Values:
-        return cls(tuple(files), tuple(set), tuple(set_string), tuple(set_file))
+        return cls(tuple(files), tuple(set), tuple(set_string), tuple(set_file), tuple(set_json))
 
     def plus(self, other: Values) -> Values:
-        return Values(
-            self.files + other.files,
-            self.set + other.set,
-            self.set_string + other.set_string,
-            self.set_file + other.set_file,
-        )
+        return Values(*(getattr(self, name) + getattr(other, name) for name, _ in self.FLAGS))
 
     def argv(self) -> list[str]:
         out: list[str] = []
-        for flag, items in (
-            ("-f", self.files),
-            ("--set", self.set),
-            ("--set-string", self.set_string),
-            ("--set-file", self.set_file),
-        ):
-            for item in items:
+        for name, flag in self.FLAGS:
+            for item in getattr(self, name):
                 out += [flag, str(item)]
         return out
 

@@ -8,11 +8,16 @@ that any runner (local processes, a cluster's pod logs) can show how far it got.
 One JSON object per line after the marker. The chart's trainers print them
 (images/trainers/common.py `emit`); any program may. A line that starts with a
 marker but carries no JSON object is not a message (it is shown as plain output).
+
+A program that does not speak the protocol still reports progress: Keras' own
+`Epoch 3/5` lines and progress bars (`... - loss: 0.41 - accuracy: 0.86`) fill the
+same fields, as long as no protocol message has been seen from that task.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 
 PREFIX = "TF_CLUSTER_"
@@ -52,6 +57,33 @@ def parse(line: str) -> Message | None:
     return Message(kind, data) if isinstance(data, dict) else None
 
 
+BACKSPACE = "\x08"
+KERAS_EPOCH = re.compile(r"^Epoch (\d+)/(\d+)\s*$")
+KERAS_METRIC = re.compile(r"\b([a-z_]+): (-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)")
+# tf_keras `12/50 [===`, Keras 3 `12/50 ━━━`, verbose=2 `50/50 -`; written to a pipe, a bar follows the previous
+# update's last metric directly (`accuracy: 0.25004/4 [===`): Keras prints metrics with 4 decimals.
+KERAS_BAR = re.compile(r"(?:(?<=\.\d{4})|(?<=\s)|^)\d+/\d+ (?:\[|━|-)")
+
+
+def fold(line: str) -> str:
+    """What a terminal would show of a line redrawn in place: the text after the last carriage
+    return, backspaces applied, and of Keras progress bars written to a pipe (every update of an
+    epoch on one line) only the last update."""
+    line = line.rstrip("\r").rsplit("\r", 1)[-1]
+    while BACKSPACE in line:  # each backspace erases the character before it
+        i = line.index(BACKSPACE)
+        line = line[: max(i - 1, 0)] + line[i + 1 :]
+    bars = [m.start() for m in KERAS_BAR.finditer(line)]
+    return line[bars[-1] :] if len(bars) > 1 else line
+
+
+def keras_metrics(line: str) -> dict[str, float]:
+    """Metrics of a Keras progress line (`... - loss: 0.4137 - accuracy: 0.8500`), else {}."""
+    if " - " not in line or not KERAS_BAR.search(line):
+        return {}
+    return {k: float(v) for k, v in KERAS_METRIC.findall(fold(line)) if k not in ("eta",)}
+
+
 def scan(text: str) -> list[Message]:
     """Every message in a log, in order."""
     return [m for m in map(parse, text.splitlines()) if m]
@@ -64,11 +96,17 @@ class TaskProgress:
     progress: dict = field(default_factory=dict)
     result: dict = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)
+    speaks_protocol: bool = False
+    _keras_epoch: tuple[int, int] | None = None
 
     def feed(self, line: str) -> Message | None:
         msg = parse(line)
         if msg is None:
+            if not self.speaks_protocol:
+                self._feed_keras(line)
             return None
+        if not self.speaks_protocol:
+            self.speaks_protocol, self.progress = True, {}
         if msg.kind == "PROGRESS":
             self.progress = msg.data
         elif msg.kind == "RESULT":
@@ -76,6 +114,15 @@ class TaskProgress:
         else:
             self.events.append(msg.data)
         return msg
+
+    def _feed_keras(self, line: str) -> None:
+        epoch = KERAS_EPOCH.match(line.strip())
+        if epoch:
+            self._keras_epoch = (int(epoch.group(1)), int(epoch.group(2)))
+            return
+        metrics = keras_metrics(line)
+        if metrics and self._keras_epoch:
+            self.progress = {"epoch": self._keras_epoch[0], "epochs": self._keras_epoch[1], **metrics}
 
     @classmethod
     def of_log(cls, text: str) -> TaskProgress:

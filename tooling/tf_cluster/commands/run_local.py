@@ -7,7 +7,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .. import ROOT, manifests, progress
+from .. import ROOT, manifests, progress, roles
 from ..errors import RunError
 from ..local import clean_workdir
 from ..runner import RunReport
@@ -34,6 +34,11 @@ def add_parser(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no live task logs, only status and summary")
     p.add_argument("--ignore-gpus", action="store_true", help="run roles that ask for GPUs on CPU")
     p.add_argument(
+        "--no-retry",
+        action="store_true",
+        help="fail a task's Job on its first failure (backoffLimitPerIndex 0 for every role): for debugging",
+    )
+    p.add_argument(
         "--allow-image",
         action="append",
         default=[],
@@ -44,6 +49,8 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    if args.no_retry:  # per role, so it wins over any jobPolicies.<role>.backoffLimitPerIndex
+        args.set_values = [*args.set_values, *(f"jobPolicies.{r}.backoffLimitPerIndex=0" for r in roles.NAMES)]
     _, docs = render_docs(args)
     pods = manifests.pods(docs, namespace=args.namespace, node_cpus=os.cpu_count() or 1)
     workdir = (args.workdir or ROOT / "runs" / args.release).resolve()
@@ -55,8 +62,11 @@ def run(args) -> int:
         if args.quiet or any(n in line for n in NOISE):
             return
         msg = progress.parse(line)
+        shown = msg.describe() if msg else progress.fold(line)
+        if line.strip() and not shown.strip():  # a redraw that erases itself (Keras' bar without a terminal)
+            return
         with print_lock:  # one pump thread per task: keep lines whole
-            sys.stdout.write(f"[{task.name}] {msg.describe() if msg else line}\n")
+            sys.stdout.write(f"[{task.name}] {shown}\n")
             sys.stdout.flush()
 
     runner = LocalRunner(
@@ -73,6 +83,12 @@ def run(args) -> int:
     report = runner.run(args.timeout, on_update=lambda text: print(text, flush=True))
     print(summary(report, workdir), flush=True)
     if not report.ok:
+        if any(t.restarts for t in report.tasks) and not args.no_retry:
+            print(
+                "Tip: a task was retried before the run failed; `--no-retry` fails at the first error "
+                "(quicker while debugging a program).",
+                file=sys.stderr,
+            )
         raise RunError(
             "the run did not complete: " + "; ".join(report.failures()) + f". Task logs are in {workdir / 'logs'}"
         )

@@ -28,14 +28,19 @@ class LocalRunner(Runner):
         self.cluster.start()
 
     def watch(self, timeout: float, on_update: Say = print) -> RunReport:
-        last = time.monotonic()
+        """The status table is said when a task's state or progress changed (checked every
+        `status_every` s), and at least once a minute while nothing changes."""
+        last, shown = time.monotonic(), ""
         while not self.cluster.finished:
             time.sleep(0.2)
             self.cluster.step()
             now = time.monotonic()
             if now - last >= self.status_every:
-                on_update("\n" + status_table(self.cluster.tasks()) + "\n")
-                last = now
+                tasks = self.cluster.tasks()
+                state = repr([(t.name, t.state, t.failures, t.reported.summary()) for t in tasks])
+                if state != shown or now - last >= 60:
+                    on_update("\n" + status_table(tasks) + "\n")
+                    shown, last = state, now
             if now - self.cluster.started > timeout:
                 self.cluster.time_out(timeout)
         return self.report()
