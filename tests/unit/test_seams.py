@@ -34,7 +34,13 @@ def test_helm_argv_is_built_in_one_module_only():
 
 
 def test_the_progress_protocol_is_parsed_in_one_module_only():
-    assert offenders(r"TF_CLUSTER_(PROGRESS|RESULT|EVENT)", {"tooling/tf_cluster/progress.py"}) == []
+    # test_script.py holds protocol lines as test data for progress.py itself
+    assert (
+        offenders(
+            r"TF_CLUSTER_(PROGRESS|RESULT|EVENT)", {"tooling/tf_cluster/progress.py", "tests/unit/test_script.py"}
+        )
+        == []
+    )
 
 
 def test_values_keep_helms_order_and_add_up():
