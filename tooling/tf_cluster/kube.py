@@ -94,7 +94,7 @@ def pod_log(api, namespace: str, pod, tail_lines: int | None = None) -> str:
 
     try:
         return client.CoreV1Api(api).read_namespaced_pod_log(pod.metadata.name, namespace, tail_lines=tail_lines)
-    except client.ApiException:
+    except Exception:  # noqa: BLE001 - logs are best effort: progress and diagnostics must not end a wait
         return ""
 
 
@@ -151,7 +151,7 @@ class Snapshot:
         """One line: per role, indexes done of wanted and what its live pods are doing."""
         parts = []
         for name, job in sorted(self.jobs.items()):
-            role = (job.metadata.labels or {}).get(COMPONENT, name)
+            role = role_of(job)
             state = job_state(job)
             if state != "Running":
                 parts.append(f"{role} {state}")

@@ -59,13 +59,9 @@ merged key by key, the role's keys winning. Usage:
 {{- join " " $out -}}
 {{- end -}}
 
-{{/* Names of every role, space-separated, in table order. */}}
+{{/* Names of every role, space-separated, in table order (every row has a name). */}}
 {{- define "tf-cluster.roles" -}}
-{{- $out := list -}}
-{{- range $row := include "tf-cluster.roleTable" . | fromJsonArray -}}
-{{- $out = append $out $row.name -}}
-{{- end -}}
-{{- join " " $out -}}
+{{- include "tf-cluster.rolesWith" (dict "context" . "trait" "name") -}}
 {{- end -}}
 
 {{/* Number of tasks of the roles in TF_CONFIG's cluster. */}}

@@ -28,33 +28,8 @@ def add_values_args(p: argparse.ArgumentParser, *, required: bool = False) -> No
     p.add_argument(
         "-f", "--values", action="append", default=[], type=Path, metavar="FILE", help="values file (repeatable)"
     )
-    p.add_argument(
-        "--set", action="append", default=[], dest="set_values", metavar="K=V", help="helm --set (repeatable)"
-    )
-    p.add_argument(
-        "--set-string",
-        action="append",
-        default=[],
-        dest="set_strings",
-        metavar="K=V",
-        help="helm --set-string (repeatable)",
-    )
-    p.add_argument(
-        "--set-file",
-        action="append",
-        default=[],
-        dest="set_files",
-        metavar="K=PATH",
-        help="helm --set-file: a value read from a file (repeatable)",
-    )
-    p.add_argument(
-        "--set-json",
-        action="append",
-        default=[],
-        dest="set_jsons",
-        metavar="K=JSON",
-        help="helm --set-json (repeatable)",
-    )
+    for name, flag in helm.Values.FLAGS[1:]:  # --set, --set-string, --set-file, --set-json: Helm's own
+        p.add_argument(flag, action="append", default=[], dest=name, metavar="K=V", help=f"helm {flag} (repeatable)")
     p.add_argument(
         "--script",
         type=Path,
@@ -74,7 +49,7 @@ def values_from(args) -> helm.Values:
         raise UsageError(f"arguments {' '.join(args.script_args)!r} given without --script FILE")
     if getattr(args, "values_required", False) and not (args.values or args.script):
         raise UsageError("give a values file (-f FILE) or a program (--script FILE)")
-    values = helm.Values.of(args.values, args.set_values, args.set_strings, args.set_files, args.set_jsons)
+    values = helm.Values.of(args.values, args.set, args.set_string, args.set_file, args.set_json)
     return values.plus(script_values(args.script, args.script_args)) if args.script else values
 
 

@@ -50,7 +50,7 @@ def add_parser(sub) -> None:
 
 def run(args) -> int:
     if args.no_retry:  # per role, so it wins over any jobPolicies.<role>.backoffLimitPerIndex
-        args.set_values = [*args.set_values, *(f"jobPolicies.{r}.backoffLimitPerIndex=0" for r in roles.NAMES)]
+        args.set = [*args.set, *(f"jobPolicies.{r}.backoffLimitPerIndex=0" for r in roles.NAMES)]
     _, docs = render_docs(args)
     pods = manifests.pods(docs, namespace=args.namespace, node_cpus=os.cpu_count() or 1)
     workdir = (args.workdir or ROOT / "runs" / args.release).resolve()
