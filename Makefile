@@ -43,7 +43,7 @@ e2e-api: setup e2e-bins  ## only the kube-apiserver suite: install/upgrade/unins
 
 NODE := $(PY) tests/e2e/cluster/node
 KEEP ?=
-e2e-up: image  ## one real Kubernetes node here (kube-* from the Go modules, containerd, CoreDNS); idempotent
+e2e-up: image  ## one real Kubernetes node here (kube-* from the Go modules, containerd, CoreDNS, Argo CD); idempotent
 	$(NODE) up
 
 e2e-down:  ## stop the node, remove its pods and state (built binaries and imported images are kept)
@@ -52,7 +52,7 @@ e2e-down:  ## stop the node, remove its pods and state (built binaries and impor
 e2e-status:  ## is the e2e node up, and what runs on it
 	$(NODE) status
 
-e2e: image  ## bring the node up (or reuse it), run the cluster scenarios, take it down unless KEEP=1 (also when up fails)
+e2e: image  ## bring the node (+ Argo CD) up or reuse it, run the cluster and Argo CD scenarios, take it down unless KEEP=1
 	$(NODE) up && TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) \
 	  $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 $(PYTEST_ARGS); \
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc

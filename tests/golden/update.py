@@ -8,6 +8,7 @@ shows its effect here and a change to what is rendered is reviewed as a diff.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -25,7 +26,12 @@ def cases() -> dict[str, list[Path]]:
 
 
 def render(files: list[Path], major: str = "4") -> str:
-    return helm.Helm(major).template("tf", helm.Values.of(files))
+    """The render with each document's trailing blank lines dropped: Helm 4.3's splitter keeps
+    a document's last newline before an in-file `---` (so `helm template` prints a blank line
+    there), Helm 3 trims it. That is the only difference between the two; everything else
+    must match byte for byte."""
+    text = helm.Helm(major).template("tf", helm.Values.of(files))
+    return re.sub(r"\n\s*\n---\n", "\n---\n", text).rstrip() + "\n"
 
 
 def main() -> int:

@@ -6,15 +6,18 @@
 #   tests/e2e/cluster/build.sh [component ...]    (default: all)
 #   components: kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns
 #               local-path-provisioner pause etcd debs (etcd, containerd, runc, CNI, iptables, conntrack)
+#               argocd (Argo CD's one binary + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)
 set -euo pipefail
 K8S_VERSION=${K8S_VERSION:-1.35.4}          # k8s.io/kubernetes v1.X.Y <-> staging modules v0.X.Y
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.7}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-0.0.30}   # Rancher's local-path-provisioner: kind's default storage
+ARGOCD_VERSION=${ARGOCD_VERSION:-3.6.1}
+ARGOCD_DIR=${ARGOCD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/argocd-$ARGOCD_VERSION}
 STAGING=v0.${K8S_VERSION#1.}
 out=${TF_CLUSTER_E2E_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/k8s-$K8S_VERSION}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
-want=("$@"); [ ${#want[@]} -gt 0 ] || want=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns local-path-provisioner pause debs)
+want=("$@"); [ ${#want[@]} -gt 0 ] || want=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns local-path-provisioner pause debs argocd)
 log() { echo "[e2e-build] $*" >&2; }
 need_go() { command -v go >/dev/null || { log "Go is needed to build $1 (install golang)"; exit 1; }; }
 apt_install() {  # Debian packages, as root; retried once after `apt-get update`
@@ -29,7 +32,7 @@ k8s=(); other=()
 for c in "${want[@]}"; do
   case $c in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy) [ -x "$out/$c" ] || k8s+=("$c");;
-    coredns|local-path-provisioner|pause|etcd|debs) other+=("$c");;
+    coredns|local-path-provisioner|pause|etcd|debs|argocd) other+=("$c");;
     *) log "unknown component '$c'"; exit 2;;
   esac
 done
@@ -78,6 +81,29 @@ for c in "${other[@]}"; do
         need_go pause
         log "building the pause binary"
         CGO_ENABLED=0 go build -ldflags "-s -w" -o "$out/pause" "$here/pause/pause.go"
+      fi;;
+    argocd)
+      # Argo CD's go.mod has `replace` directives (its gitops-engine is a nested module), so
+      # `go install mod@v` refuses it: download both modules, build inside a writable copy.
+      # It asks for Go >= 1.27: GOTOOLCHAIN=auto fetches that toolchain from the module proxy.
+      command -v redis-server >/dev/null || apt_install redis-server
+      command -v git >/dev/null || apt_install git
+      if [ ! -x "$ARGOCD_DIR/argocd" ] || [ ! -x "$ARGOCD_DIR/git-verify-wrapper.sh" ]; then
+        need_go argocd
+        log "building Argo CD v$ARGOCD_VERSION from github.com/argoproj/argo-cd/v3 (cold: ~11 min on 2 cores; cached after)"
+        awork=$(mktemp -d)
+        export GOTOOLCHAIN=auto GOFLAGS=-mod=mod
+        adir=$(cd "$awork" && go mod download -json "github.com/argoproj/argo-cd/v3@v$ARGOCD_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+        gdir=$(cd "$awork" && go mod download -json "github.com/argoproj/argo-cd/gitops-engine/v3@v$ARGOCD_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+        cp -r "$adir" "$awork/src" && chmod -R u+w "$awork/src" && cp -r "$gdir" "$awork/src/gitops-engine" && chmod -R u+w "$awork/src"
+        mkdir -p "$ARGOCD_DIR/crds"
+        (cd "$awork/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=$ARGOCD_VERSION" -o "$ARGOCD_DIR/argocd.tmp" ./cmd)
+        cp "$awork/src"/manifests/crds/*-crd.yaml "$ARGOCD_DIR/crds/"
+        # the repo server runs it for every commit it renders (Argo CD's image has it on PATH)
+        install -m 0755 "$awork/src/hack/git-verify-wrapper.sh" "$ARGOCD_DIR/git-verify-wrapper.sh"
+        mv "$ARGOCD_DIR/argocd.tmp" "$ARGOCD_DIR/argocd"
+        rm -rf "$awork"; unset GOTOOLCHAIN GOFLAGS
+        log "argocd -> $ARGOCD_DIR/argocd"
       fi;;
     etcd)
       command -v etcd >/dev/null || apt_install etcd-server;;

@@ -5,10 +5,15 @@ and namespace fixtures; our own waiters read Job conditions by type."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
+import time
 from pathlib import Path
 
 import pytest
+
+from tf_cluster import kube
 
 KUBECONFIG = os.environ.get("TF_CLUSTER_E2E_KUBECONFIG", "")
 
@@ -29,3 +34,17 @@ def pytest_collection_modifyitems(config, items):
 def kube_config() -> str:
     """Overrides pytest-helm-charts' fixture: the e2e cluster's kubeconfig, never the user's current one."""
     return KUBECONFIG
+
+
+@pytest.fixture
+def api():
+    return kube.client_for(KUBECONFIG)
+
+
+@pytest.fixture
+def ns(namespace_factory_function_scope, request) -> str:
+    """A fresh namespace per test (pytest-helm-charts creates it and deletes it, waiting, afterwards)."""
+    digest = hashlib.sha256(f"{request.node.nodeid}{time.time()}".encode()).hexdigest()[:5]  # unique per run
+    name = "e2e-" + re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:36].strip("-") + "-" + digest
+    namespace_factory_function_scope(name)
+    return name

@@ -7,7 +7,6 @@ waits on Job conditions by type, and checks what only a cluster can show.
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -25,20 +24,6 @@ EX = ROOT / "values-examples"
 KUBECONFIG = os.environ.get("TF_CLUSTER_E2E_KUBECONFIG", "")
 JOB_NAME = "batch.kubernetes.io/job-name"
 INDEX = "batch.kubernetes.io/job-completion-index"
-
-
-@pytest.fixture
-def api():
-    return kube.client_for(KUBECONFIG)
-
-
-@pytest.fixture
-def ns(namespace_factory_function_scope, request) -> str:
-    """A fresh namespace per test (pytest-helm-charts creates it and deletes it, waiting, afterwards)."""
-    digest = hashlib.sha256(f"{request.node.nodeid}{time.time()}".encode()).hexdigest()[:5]  # unique per run
-    name = "e2e-" + re.sub(r"[^a-z0-9-]", "-", request.node.name.lower())[:36].strip("-") + "-" + digest
-    namespace_factory_function_scope(name)
-    return name
 
 
 def say(msg: str) -> None:

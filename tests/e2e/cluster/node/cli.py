@@ -12,6 +12,7 @@ from pathlib import Path
 
 from . import __doc__ as DOC
 from .addons import up_addons
+from .argocd import up_argocd
 from .config import API_PORT, BIN, BUILD_SH, COMPONENTS, KUBECONFIG, NODE, STATE, TRAINER_REPO, logs, run
 from .control_plane import up_control_plane
 from .kubelet import node_ready, up_node
@@ -39,6 +40,7 @@ def up(args) -> int:
     up_control_plane(ip)
     up_node(ip, images)
     up_addons()
+    up_argocd()
     wait_for(
         "the default ServiceAccount",
         lambda: kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0,
@@ -67,6 +69,8 @@ def status(args) -> int:
 
 def down(args) -> int:
     t0 = time.monotonic()
+    for name in ("argocd-application-controller", "argocd-repo-server", "git_http", "redis"):
+        stop(name)
     stop("local-path-provisioner")
     stop("coredns")
     stop("kube-proxy")

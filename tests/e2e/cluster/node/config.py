@@ -35,6 +35,10 @@ COMPONENTS = [
     "kube-proxy",
     "coredns",
     "local-path-provisioner",
+    "redis",
+    "git_http",
+    "argocd-repo-server",
+    "argocd-application-controller",
 ]
 
 pki, run, logs = STATE / "pki", STATE / "run", STATE / "logs"

@@ -1,0 +1,149 @@
+"""Argo CD 3.6 on the node, run the way Argo CD's own Procfile runs it outside a cluster:
+its application controller and repo server (one binary, chosen by ARGOCD_BINARY_NAME),
+Redis from Debian, and a git server over smart HTTP for the Applications' sources.
+
+Reconciliation is shortened to ARGOCD_RESYNC seconds (Argo CD's default is 120 s) so a test
+can watch many reconciliation cycles; resource health is persisted in the Application's
+status (--persist-resource-health) so tests and users read per-Job health from it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import urllib.request
+from pathlib import Path
+
+from .config import HERE, KUBECONFIG, ROOT, STATE
+from .proc import NodeError, kubectl, say, start, wait_for
+
+ARGOCD_VERSION = os.environ.get("ARGOCD_VERSION", "3.6.1")
+ARGOCD_DIR = Path(
+    os.environ.get("ARGOCD_DIR")
+    or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster" / f"argocd-{ARGOCD_VERSION}"
+)
+NAMESPACE = "argocd"
+REDIS_PORT, REPO_PORT, GIT_PORT = 36379, 38081, 39080
+RESYNC = int(os.environ.get("ARGOCD_RESYNC", "5"))
+GIT_ROOT = STATE / "git"
+GIT_URL = f"http://127.0.0.1:{GIT_PORT}"
+
+SETUP = """\
+apiVersion: v1
+kind: Namespace
+metadata: {name: argocd}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: argocd-cm, namespace: argocd, labels: {app.kubernetes.io/part-of: argocd}}
+data: {}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: argocd-rbac-cm, namespace: argocd, labels: {app.kubernetes.io/part-of: argocd}}
+data: {}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: argocd-secret, namespace: argocd, labels: {app.kubernetes.io/part-of: argocd}}
+type: Opaque
+---
+apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: default, namespace: argocd}
+spec:
+  sourceRepos: ["*"]
+  destinations: [{server: "*", namespace: "*"}]
+  clusterResourceWhitelist: [{group: "*", kind: "*"}]
+"""
+
+
+def up_argocd() -> None:
+    if not (ARGOCD_DIR / "argocd").exists():
+        raise NodeError(f"Argo CD is not built in {ARGOCD_DIR}: run tests/e2e/cluster/build.sh argocd")
+    for name in ("argocd-application-controller", "argocd-repo-server"):
+        link = ARGOCD_DIR / name
+        if not link.exists():
+            link.symlink_to("argocd")
+    start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", REDIS_PORT, "--save", "", "--appendonly", "no"])
+    GIT_ROOT.mkdir(parents=True, exist_ok=True)
+    start("git_http", [sys.executable, HERE / "git_http.py", GIT_ROOT, GIT_PORT])
+    # The CRDs are too big for client-side apply's last-applied annotation.
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", ARGOCD_DIR / "crds")
+    wait_for(
+        "Argo CD's CRDs established",
+        lambda: (
+            kubectl(
+                "wait",
+                "--for=condition=Established",
+                "crd/applications.argoproj.io",
+                "crd/appprojects.argoproj.io",
+                "--timeout=5s",
+                check=False,
+            ).returncode
+            == 0
+        ),
+        60,
+    )
+    kubectl("apply", "-f", "-", input=SETUP)
+    for d in ("tls", "ssh", "gpg", "home"):
+        (STATE / "argocd" / d).mkdir(parents=True, exist_ok=True)
+    env = {
+        "ARGOCD_FAKE_IN_CLUSTER": "true",  # the in-cluster destination = this kubeconfig
+        "KUBECONFIG": str(KUBECONFIG),
+        "ARGOCD_TLS_DATA_PATH": str(STATE / "argocd" / "tls"),
+        "ARGOCD_SSH_DATA_PATH": str(STATE / "argocd" / "ssh"),
+        "ARGOCD_GNUPGHOME": str(STATE / "argocd" / "gpg"),
+        "ARGOCD_GPG_ENABLED": "false",
+        "HOME": str(STATE / "argocd" / "home"),
+        # the repo server runs `helm template`: the pinned Helm 4 of `make setup` (Argo CD 3.6.1 ships 4.3.1)
+        # and git-verify-wrapper.sh, which Argo CD's image has on PATH
+        "PATH": f"{ARGOCD_DIR}:{ROOT / '.tools' / 'bin'}:{os.environ.get('PATH', '')}",
+    }
+    common = ["--redis", f"127.0.0.1:{REDIS_PORT}", "--loglevel", "info", "--logformat", "text"]
+    start(
+        "argocd-repo-server",
+        [
+            ARGOCD_DIR / "argocd-repo-server",
+            "--port",
+            REPO_PORT,
+            "--metrics-port",
+            38084,
+            *common,
+        ],
+        env=env,
+    )
+    start(
+        "argocd-application-controller",
+        [
+            ARGOCD_DIR / "argocd-application-controller",
+            "--repo-server",
+            f"127.0.0.1:{REPO_PORT}",
+            "--metrics-port",
+            38082,
+            "--app-resync",
+            RESYNC,
+            "--app-resync-jitter",
+            0,
+            "--persist-resource-health",
+            "--namespace",
+            NAMESPACE,
+            "--kubeconfig",
+            KUBECONFIG,
+            *common,
+        ],
+        env=env,
+    )
+    wait_for(
+        "Argo CD's repo server",
+        lambda: urllib.request.urlopen("http://127.0.0.1:38084/metrics", timeout=2).status == 200,
+        90,
+        "argocd-repo-server",
+    )
+    wait_for(
+        "Argo CD's application controller",
+        lambda: urllib.request.urlopen("http://127.0.0.1:38082/metrics", timeout=2).status == 200,
+        90,
+        "argocd-application-controller",
+    )
+    say(f"Argo CD {ARGOCD_VERSION} up (git server {GIT_URL}, reconciliation every {RESYNC}s)")
