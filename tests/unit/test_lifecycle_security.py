@@ -119,10 +119,11 @@ def test_the_policy_check_rejects_a_weakened_pod():
     assert "allowPrivilegeEscalation != false" in proc.stdout
 
 
-def test_argocd_application_example_renders_with_sync_wave():
+@pytest.mark.parametrize("example", ["application.yaml", "application-oci.yaml"])
+def test_argocd_application_example_renders_with_sync_wave(example):
     from tf_cluster import ROOT
 
-    app = yaml.safe_load((ROOT / "values-examples" / "argocd" / "application.yaml").read_text())
+    app = yaml.safe_load((ROOT / "values-examples" / "argocd" / example).read_text())
     values = app["spec"]["source"]["helm"]["valuesObject"]
     jobs = [d for d in render(values, release=app["spec"]["source"]["helm"]["releaseName"]) if d["kind"] == "Job"]
     assert jobs and all(j["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == "1" for j in jobs)

@@ -7,17 +7,20 @@
 #   components: kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns
 #               local-path-provisioner pause etcd debs (etcd, containerd, runc, CNI, iptables, conntrack)
 #               argocd (Argo CD's one binary + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)
+#               registry (the CNCF distribution OCI registry, from its Go module; into $REGISTRY_DIR)
 set -euo pipefail
 K8S_VERSION=${K8S_VERSION:-1.35.4}          # k8s.io/kubernetes v1.X.Y <-> staging modules v0.X.Y
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.7}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-0.0.30}   # Rancher's local-path-provisioner: kind's default storage
 ARGOCD_VERSION=${ARGOCD_VERSION:-3.6.1}
 ARGOCD_DIR=${ARGOCD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/argocd-$ARGOCD_VERSION}
+REGISTRY_VERSION=${REGISTRY_VERSION:-3.1.2}
+REGISTRY_DIR=${REGISTRY_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/registry-$REGISTRY_VERSION}
 STAGING=v0.${K8S_VERSION#1.}
 out=${TF_CLUSTER_E2E_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/k8s-$K8S_VERSION}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
-want=("$@"); [ ${#want[@]} -gt 0 ] || want=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns local-path-provisioner pause debs argocd)
+want=("$@"); [ ${#want[@]} -gt 0 ] || want=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns local-path-provisioner pause debs argocd registry)
 log() { echo "[e2e-build] $*" >&2; }
 need_go() { command -v go >/dev/null || { log "Go is needed to build $1 (install golang)"; exit 1; }; }
 apt_install() {  # Debian packages, as root; retried once after `apt-get update`
@@ -32,7 +35,7 @@ k8s=(); other=()
 for c in "${want[@]}"; do
   case $c in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy) [ -x "$out/$c" ] || k8s+=("$c");;
-    coredns|local-path-provisioner|pause|etcd|debs|argocd) other+=("$c");;
+    coredns|local-path-provisioner|pause|etcd|debs|argocd|registry) other+=("$c");;
     *) log "unknown component '$c'"; exit 2;;
   esac
 done
@@ -104,6 +107,13 @@ for c in "${other[@]}"; do
         mv "$ARGOCD_DIR/argocd.tmp" "$ARGOCD_DIR/argocd"
         rm -rf "$awork"; unset GOTOOLCHAIN GOFLAGS
         log "argocd -> $ARGOCD_DIR/argocd"
+      fi;;
+    registry)
+      if [ ! -x "$REGISTRY_DIR/registry" ]; then
+        need_go registry
+        log "building the CNCF distribution registry v$REGISTRY_VERSION (cold: ~2.5 min)"
+        CGO_ENABLED=0 GOBIN="$REGISTRY_DIR" GOFLAGS=-mod=mod GOTOOLCHAIN=auto \
+          go install -trimpath -ldflags "-s -w" "github.com/distribution/distribution/v3/cmd/registry@v$REGISTRY_VERSION"
       fi;;
     etcd)
       command -v etcd >/dev/null || apt_install etcd-server;;

@@ -19,15 +19,16 @@ import time
 
 import pytest
 import yaml
-from node.argocd import GIT_ROOT, GIT_URL  # tests/e2e/cluster/node (the e2e harness)
+from node.argocd import GIT_ROOT, GIT_URL, REGISTRY  # tests/e2e/cluster/node (the e2e harness)
 from node.argocd import NAMESPACE as ARGO_NS
 from node.proc import pid_of
-from test_cluster import EX, SMALL, say
+from test_cluster import EX, KUBECONFIG, SMALL, say
 
-from tf_cluster import ROOT
+from tf_cluster import ROOT, helm, kube
 
 GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "applications"
 EXAMPLE = yaml.safe_load((EX / "argocd" / "application.yaml").read_text())
+OCI_EXAMPLE = yaml.safe_load((EX / "argocd" / "application-oci.yaml").read_text())
 CHART = yaml.safe_load((ROOT / "charts/tf-cluster/Chart.yaml").read_text())["version"]
 
 pytestmark = pytest.mark.skipif(
@@ -80,7 +81,7 @@ def chart_repo() -> tuple[str, str]:
 class App:
     """One Argo CD Application, watched the way `argocd app get` shows it."""
 
-    def __init__(self, api, ns: str, repo: str, values: dict, revision: str = f"tf-cluster-{CHART}"):
+    def __init__(self, api, ns: str, source: dict, values: dict, example: dict = EXAMPLE):
         from kubernetes import client
 
         self.api, self.ns, self.name = api, ns, ns  # one Application per test namespace
@@ -99,18 +100,13 @@ class App:
             },
             "spec": {
                 "project": "default",
-                "source": {
-                    "repoURL": repo,
-                    "path": "charts/tf-cluster",
-                    "targetRevision": revision,
-                    "helm": {"releaseName": "train", "valuesObject": values},
-                },
+                "source": {**source, "helm": {"releaseName": "train", "valuesObject": values}},
                 "destination": {"server": "https://kubernetes.default.svc", "namespace": ns},
-                "syncPolicy": EXAMPLE["spec"]["syncPolicy"],  # the README's: automated prune + selfHeal
+                "syncPolicy": example["spec"]["syncPolicy"],  # the README's: automated prune + selfHeal
             },
         }
         self.co.create_namespaced_custom_object(GROUP, VERSION, ARGO_NS, PLURAL, body)
-        say(f"Application {self.name} created ({revision})")
+        say(f"Application {self.name} created ({source['repoURL']} {source['targetRevision']})")
 
     def get(self) -> dict:
         return self.co.get_namespaced_custom_object(GROUP, VERSION, ARGO_NS, PLURAL, self.name)
@@ -187,8 +183,9 @@ class App:
 def app_factory(api, ns, chart_repo):
     made: list[App] = []
 
-    def make(values: dict, revision: str = f"tf-cluster-{CHART}") -> App:
-        made.append(App(api, ns, chart_repo[0], values, revision))
+    def make(values: dict, source: dict | None = None, example: dict = EXAMPLE) -> App:
+        git = {"repoURL": chart_repo[0], "path": "charts/tf-cluster", "targetRevision": f"tf-cluster-{CHART}"}
+        made.append(App(api, ns, source or git, values, example))
         return made[-1]
 
     yield make
@@ -304,3 +301,51 @@ def test_argocd_shows_a_failing_training_degraded_with_the_reason(app_factory, n
     say(f"Degraded: {message}")
     assert "PodFailurePolicy" in message or "exit code 2" in message or "backoff" in message.lower(), message
     assert st["sync"]["status"] == "Synced"
+
+
+@pytest.fixture(scope="module")
+def oci_chart(tmp_path_factory) -> dict:
+    """The chart packaged and pushed to the node's OCI registry, and the repository Secret
+    Argo CD needs for a plain-HTTP OCI registry (as application-oci.yaml describes)."""
+    from kubernetes import client
+
+    out = tmp_path_factory.mktemp("package")
+    helm.Helm("4").package(out)
+    tgz = out / f"tf-cluster-{CHART}.tgz"
+    helm.Helm("4").push(tgz, f"oci://{REGISTRY}/charts", plain_http=True)
+    say(f"pushed {tgz.name} to oci://{REGISTRY}/charts")
+    secret = client.V1Secret(
+        metadata=client.V1ObjectMeta(
+            name="tf-cluster-oci", namespace=ARGO_NS, labels={"argocd.argoproj.io/secret-type": "repository"}
+        ),
+        string_data={
+            "type": "helm",
+            "name": "tf-cluster",
+            "url": f"{REGISTRY}/charts",
+            "enableOCI": "true",
+            "insecureOCIForceHttp": "true",
+        },
+    )
+    core = client.CoreV1Api(kube.client_for(KUBECONFIG))
+    try:
+        core.create_namespaced_secret(ARGO_NS, secret)
+    except client.exceptions.ApiException as e:
+        if e.status != 409:
+            raise
+    return {"repoURL": f"{REGISTRY}/charts", "chart": "tf-cluster", "targetRevision": CHART}
+
+
+def test_argocd_syncs_the_chart_from_an_oci_registry(app_factory, oci_chart, ns):
+    """application-oci.yaml: the chart pulled by version from an OCI registry, to Healthy."""
+    assert OCI_EXAMPLE["spec"]["source"]["chart"] == oci_chart["chart"] == "tf-cluster"
+    app = app_factory(training(2, 10), source=oci_chart, example=OCI_EXAMPLE)
+    st = app.wait(
+        "Synced and Healthy from the OCI chart",
+        lambda s: (
+            (s.get("sync", {}).get("status"), s.get("health", {}).get("status")) == ("Synced", "Healthy")
+            and (s.get("operationState") or {}).get("phase") == "Succeeded"
+        ),
+    )
+    assert st["sync"]["revision"] == CHART, st["sync"]
+    assert app.jobs() and {j.status.succeeded for j in app.batch.list_namespaced_job(ns).items} == {2}
+    say(f"OCI source {oci_chart['repoURL']}/tf-cluster:{CHART} -> Healthy in {time.monotonic() - app.t0:.1f}s")

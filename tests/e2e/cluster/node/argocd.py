@@ -1,6 +1,7 @@
 """Argo CD 3.6 on the node, run the way Argo CD's own Procfile runs it outside a cluster:
 its application controller and repo server (one binary, chosen by ARGOCD_BINARY_NAME),
-Redis from Debian, and a git server over smart HTTP for the Applications' sources.
+Redis from Debian, and the Applications' sources: a git server over smart HTTP and an OCI
+registry (CNCF distribution, built from its Go module).
 
 Reconciliation is shortened to ARGOCD_RESYNC seconds (Argo CD's default is 120 s) so a test
 can watch many reconciliation cycles; resource health is persisted in the Application's
@@ -25,6 +26,15 @@ ARGOCD_DIR = Path(
 NAMESPACE = "argocd"
 REDIS_PORT, REPO_PORT, GIT_PORT = 36379, 38081, 39080
 RESYNC = int(os.environ.get("ARGOCD_RESYNC", "5"))
+REGISTRY_VERSION = os.environ.get("REGISTRY_VERSION", "3.1.2")
+REGISTRY_BIN = (
+    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    / "tf-cluster"
+    / f"registry-{REGISTRY_VERSION}"
+    / "registry"
+)
+REGISTRY_PORT = 35000
+REGISTRY = f"127.0.0.1:{REGISTRY_PORT}"  # plain HTTP: `helm push --plain-http`, Argo CD `insecureOCIForceHttp`
 GIT_ROOT = STATE / "git"
 GIT_URL = f"http://127.0.0.1:{GIT_PORT}"
 
@@ -68,6 +78,19 @@ def up_argocd() -> None:
     start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", REDIS_PORT, "--save", "", "--appendonly", "no"])
     GIT_ROOT.mkdir(parents=True, exist_ok=True)
     start("git_http", [sys.executable, HERE / "git_http.py", GIT_ROOT, GIT_PORT])
+    config = STATE / "registry.yml"
+    config.write_text(
+        "version: 0.1\nlog: {level: info}\n"
+        f"storage: {{filesystem: {{rootdirectory: {STATE / 'registry'}}}, delete: {{enabled: true}}}}\n"
+        f"http: {{addr: {REGISTRY}}}\n"
+    )
+    start("registry", [REGISTRY_BIN, "serve", config])
+    wait_for(
+        "the OCI registry",
+        lambda: urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=2).status == 200,
+        30,
+        "registry",
+    )
     # The CRDs are too big for client-side apply's last-applied annotation.
     kubectl("apply", "--server-side", "--force-conflicts", "-f", ARGOCD_DIR / "crds")
     wait_for(
@@ -146,4 +169,4 @@ def up_argocd() -> None:
         90,
         "argocd-application-controller",
     )
-    say(f"Argo CD {ARGOCD_VERSION} up (git server {GIT_URL}, reconciliation every {RESYNC}s)")
+    say(f"Argo CD {ARGOCD_VERSION} up (git {GIT_URL}, OCI registry {REGISTRY}, reconciliation every {RESYNC}s)")

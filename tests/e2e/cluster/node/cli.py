@@ -69,7 +69,7 @@ def status(args) -> int:
 
 def down(args) -> int:
     t0 = time.monotonic()
-    for name in ("argocd-application-controller", "argocd-repo-server", "git_http", "redis"):
+    for name in ("argocd-application-controller", "argocd-repo-server", "registry", "git_http", "redis"):
         stop(name)
     stop("local-path-provisioner")
     stop("coredns")

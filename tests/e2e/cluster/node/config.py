@@ -37,6 +37,7 @@ COMPONENTS = [
     "local-path-provisioner",
     "redis",
     "git_http",
+    "registry",
     "argocd-repo-server",
     "argocd-application-controller",
 ]
