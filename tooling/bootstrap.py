@@ -103,11 +103,10 @@ def tool_ok(tool: Tool, path: Path) -> bool:
 
 
 def from_path(tool: Tool) -> bytes | None:
-    for candidate in (tool.command,):
-        found = shutil.which(candidate)
-        if found and not found.startswith(str(TOOLS)) and tool_ok(tool, Path(found)):
-            log(f"{tool.name}: using {found} ({tool.version}) from PATH")
-            return Path(found).read_bytes()
+    found = shutil.which(tool.command)
+    if found and not found.startswith(str(TOOLS)) and tool_ok(tool, Path(found)):
+        log(f"{tool.name}: using {found} ({tool.version}) from PATH")
+        return Path(found).read_bytes()
     return None
 
 

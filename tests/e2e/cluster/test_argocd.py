@@ -11,7 +11,6 @@ whose old Jobs are pruned, never an immutable-field sync error.
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import shutil
 import subprocess
@@ -22,8 +21,9 @@ import yaml
 from node.argocd import GIT_ROOT, GIT_URL, REGISTRY  # tests/e2e/cluster/node (the e2e harness)
 from node.argocd import NAMESPACE as ARGO_NS
 from node.proc import pid_of
-from test_cluster import EX, KUBECONFIG, SMALL, say
+from test_cluster import EX, JOB_NAME, KUBECONFIG, SMALL, say
 
+from rendering import deep_merge
 from tf_cluster import ROOT, helm, kube
 
 GROUP, VERSION, PLURAL = "argoproj.io", "v1alpha1", "applications"
@@ -37,19 +37,11 @@ pytestmark = pytest.mark.skipif(
 )
 
 
-def merged(*docs: dict) -> dict:
-    out: dict = {}
-    for d in docs:
-        for k, v in d.items():
-            out[k] = merged(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else copy.deepcopy(v)
-    return out
-
-
 def training(epochs: int, steps: int, **more) -> dict:
     """The MWMS example (2 workers, checkpoints on a PVC) at a given length, sized for the node."""
-    base = merged(yaml.safe_load((EX / "mwms-cpu.yaml").read_text()), yaml.safe_load(SMALL.read_text()))
+    base = deep_merge(yaml.safe_load((EX / "mwms-cpu.yaml").read_text()), yaml.safe_load(SMALL.read_text()))
     base["env"] = [{"name": "EPOCHS", "value": str(epochs)}, {"name": "STEPS_PER_EPOCH", "value": str(steps)}]
-    return merged(base, more)
+    return deep_merge(base, more)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +68,14 @@ def chart_repo() -> tuple[str, str]:
     yield f"{GIT_URL}/{name}", bumped
     shutil.rmtree(bare, ignore_errors=True)
     shutil.rmtree(work, ignore_errors=True)
+
+
+def settled(st: dict) -> bool:
+    """Synced and Healthy after a sync that succeeded (a new Application is briefly
+    OutOfSync/Healthy before its first sync: no resources yet)."""
+    return (st.get("sync", {}).get("status"), st.get("health", {}).get("status")) == ("Synced", "Healthy") and (
+        st.get("operationState") or {}
+    ).get("phase") == "Succeeded"
 
 
 class App:
@@ -137,7 +137,7 @@ class App:
             time.sleep(1)
         pytest.fail(f"Application {self.name}: not {what} within {timeout:.0f}s; status:\n{yaml.safe_dump(st)}")
 
-    def synced_after(self, n_syncs: int, revision_hint: str = "", timeout: float = 300) -> dict:
+    def synced_after(self, n_syncs: int, timeout: float = 300) -> dict:
         """Wait for sync operation number n_syncs to finish; it must have succeeded."""
         st = self.wait(
             f"through sync #{n_syncs}",
@@ -160,7 +160,7 @@ class App:
         return {
             p.metadata.name: (p.metadata.uid, p.status.phase)
             for p in self.core.list_namespaced_pod(self.ns).items
-            if "batch.kubernetes.io/job-name" in (p.metadata.labels or {})
+            if JOB_NAME in (p.metadata.labels or {})
         }
 
     def delete(self) -> None:
@@ -199,10 +199,7 @@ def test_argocd_runs_a_training_to_healthy_and_never_re_runs_it(app_factory, api
     app = app_factory(training(3, 20))
     st = app.wait(
         "Synced and Healthy after its first sync",
-        lambda s: (
-            (s.get("sync", {}).get("status"), s.get("health", {}).get("status")) == ("Synced", "Healthy")
-            and (s.get("operationState") or {}).get("phase") == "Succeeded"
-        ),
+        settled,
     )
     healthy_s = time.monotonic() - app.t0
     states = [(s, h) for _, s, h in app.seen]
@@ -239,7 +236,7 @@ def test_argocd_runs_a_training_to_healthy_and_never_re_runs_it(app_factory, api
     new_jobs = app.jobs()
     assert new_jobs and not set(new_jobs) & set(first_jobs), (first_jobs, new_jobs)
     assert "immutable" not in str(st.get("operationState")), st["operationState"]
-    pods = app.core.list_namespaced_pod(ns, label_selector="batch.kubernetes.io/job-name").items
+    pods = app.core.list_namespaced_pod(ns, label_selector=JOB_NAME).items
     assert {p.spec.service_account_name for p in pods} == {"trainer"}
     say(f"serviceAccount change: new run {sorted(new_jobs)}, old Jobs pruned, sync Succeeded")
 
@@ -266,7 +263,7 @@ def test_argocd_leaves_a_running_training_alone_unless_what_it_runs_changes(app_
         assert {p for _, p in now.values()} == {"Running"}, f"{after}: {now}"
         say(f"{after}: same Jobs and pod UIDs, still Running")
 
-    app.set_values(merged(long_run, {"tensorboard": {"enabled": True}}), "TensorBoard on (values, not pods)")
+    app.set_values(deep_merge(long_run, {"tensorboard": {"enabled": True}}), "TensorBoard on (values, not pods)")
     st = app.synced_after(2)
     assert any(r["kind"] == "Deployment" for r in st["resources"]), "TensorBoard Deployment not synced"
     untouched("TensorBoard-only values change")
@@ -280,7 +277,7 @@ def test_argocd_leaves_a_running_training_alone_unless_what_it_runs_changes(app_
     assert st["sync"]["revision"] == st["history"][-1]["revision"]
     untouched(f"chart version bump {CHART} -> {bumped}")
 
-    app.set_values(merged(training(2, 10), {"tensorboard": {"enabled": True}}), "EPOCHS 200 -> 2 (pods change)")
+    app.set_values(deep_merge(training(2, 10), {"tensorboard": {"enabled": True}}), "EPOCHS 200 -> 2 (pods change)")
     app.synced_after(4)
     app.wait(
         "Healthy, on the new short run only",
@@ -341,10 +338,7 @@ def test_argocd_syncs_the_chart_from_an_oci_registry(app_factory, oci_chart, ns)
     app = app_factory(training(2, 10), source=oci_chart, example=OCI_EXAMPLE)
     st = app.wait(
         "Synced and Healthy from the OCI chart",
-        lambda s: (
-            (s.get("sync", {}).get("status"), s.get("health", {}).get("status")) == ("Synced", "Healthy")
-            and (s.get("operationState") or {}).get("phase") == "Succeeded"
-        ),
+        settled,
     )
     assert st["sync"]["revision"] == CHART, st["sync"]
     assert app.jobs() and {j.status.succeeded for j in app.batch.list_namespaced_job(ns).items} == {2}

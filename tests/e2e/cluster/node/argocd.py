@@ -15,24 +15,17 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from .config import HERE, KUBECONFIG, ROOT, STATE
+from .config import CACHE, HERE, KUBECONFIG, ROOT, STATE
 from .proc import NodeError, kubectl, say, start, wait_for
 
 ARGOCD_VERSION = os.environ.get("ARGOCD_VERSION", "3.6.1")
-ARGOCD_DIR = Path(
-    os.environ.get("ARGOCD_DIR")
-    or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster" / f"argocd-{ARGOCD_VERSION}"
-)
+ARGOCD_DIR = Path(os.environ.get("ARGOCD_DIR") or CACHE / f"argocd-{ARGOCD_VERSION}")
 NAMESPACE = "argocd"
 REDIS_PORT, REPO_PORT, GIT_PORT = 36379, 38081, 39080
+REPO_METRICS, CONTROLLER_METRICS = 38084, 38082  # also their readiness checks
 RESYNC = int(os.environ.get("ARGOCD_RESYNC", "5"))
 REGISTRY_VERSION = os.environ.get("REGISTRY_VERSION", "3.1.2")
-REGISTRY_BIN = (
-    Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
-    / "tf-cluster"
-    / f"registry-{REGISTRY_VERSION}"
-    / "registry"
-)
+REGISTRY_DIR = Path(os.environ.get("REGISTRY_DIR") or CACHE / f"registry-{REGISTRY_VERSION}")
 REGISTRY_PORT = 35000
 REGISTRY = f"127.0.0.1:{REGISTRY_PORT}"  # plain HTTP: `helm push --plain-http`, Argo CD `insecureOCIForceHttp`
 GIT_ROOT = STATE / "git"
@@ -84,7 +77,7 @@ def up_argocd() -> None:
         f"storage: {{filesystem: {{rootdirectory: {STATE / 'registry'}}}, delete: {{enabled: true}}}}\n"
         f"http: {{addr: {REGISTRY}}}\n"
     )
-    start("registry", [REGISTRY_BIN, "serve", config])
+    start("registry", [REGISTRY_DIR / "registry", "serve", config])
     wait_for(
         "the OCI registry",
         lambda: urllib.request.urlopen(f"http://{REGISTRY}/v2/", timeout=2).status == 200,
@@ -131,7 +124,7 @@ def up_argocd() -> None:
             "--port",
             REPO_PORT,
             "--metrics-port",
-            38084,
+            REPO_METRICS,
             *common,
         ],
         env=env,
@@ -143,7 +136,7 @@ def up_argocd() -> None:
             "--repo-server",
             f"127.0.0.1:{REPO_PORT}",
             "--metrics-port",
-            38082,
+            CONTROLLER_METRICS,
             "--app-resync",
             RESYNC,
             "--app-resync-jitter",
@@ -157,16 +150,11 @@ def up_argocd() -> None:
         ],
         env=env,
     )
-    wait_for(
-        "Argo CD's repo server",
-        lambda: urllib.request.urlopen("http://127.0.0.1:38084/metrics", timeout=2).status == 200,
-        90,
-        "argocd-repo-server",
-    )
-    wait_for(
-        "Argo CD's application controller",
-        lambda: urllib.request.urlopen("http://127.0.0.1:38082/metrics", timeout=2).status == 200,
-        90,
-        "argocd-application-controller",
-    )
+    for name, port in (("argocd-repo-server", REPO_METRICS), ("argocd-application-controller", CONTROLLER_METRICS)):
+        wait_for(
+            f"{name} serving",
+            lambda port=port: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).status == 200,
+            90,
+            name,
+        )
     say(f"Argo CD {ARGOCD_VERSION} up (git {GIT_URL}, OCI registry {REGISTRY}, reconciliation every {RESYNC}s)")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from . import __doc__ as DOC
 from .addons import up_addons
-from .argocd import up_argocd
+from .argocd import ARGOCD_DIR, REGISTRY_DIR, up_argocd
 from .config import API_PORT, BIN, BUILD_SH, COMPONENTS, KUBECONFIG, NODE, STATE, TRAINER_REPO, logs, run
 from .control_plane import up_control_plane
 from .kubelet import node_ready, up_node
@@ -26,7 +26,9 @@ def up(args) -> int:
     if os.geteuid() != 0:
         raise NodeError("the node needs root (kubelet, containerd, iptables): run as root")
     say(f"building/checking binaries in {BIN} (cached after the first time)")
-    b = subprocess.run(["bash", BUILD_SH], env={**os.environ, "TF_CLUSTER_E2E_BIN": str(BIN)})
+    # build.sh writes where this package looks: the same directories, passed down
+    paths = {"TF_CLUSTER_E2E_BIN": str(BIN), "ARGOCD_DIR": str(ARGOCD_DIR), "REGISTRY_DIR": str(REGISTRY_DIR)}
+    b = subprocess.run(["bash", BUILD_SH], env={**os.environ, **paths})
     if b.returncode != 0:
         raise NodeError("building the node's binaries failed (see the lines above)")
     images = args.image or trainer_images()

@@ -9,11 +9,8 @@ HERE = Path(__file__).resolve().parent  # tests/e2e/cluster/node
 ROOT = HERE.parents[3]
 BUILD_SH = HERE.parent / "build.sh"
 K8S_VERSION = os.environ.get("K8S_VERSION", "1.35.4")
-BIN = Path(
-    os.environ.get("TF_CLUSTER_E2E_BIN")
-    or os.environ.get("TF_CLUSTER_K8S_BIN")
-    or Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster" / f"k8s-{K8S_VERSION}"
-)
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster"  # built binaries
+BIN = Path(os.environ.get("TF_CLUSTER_E2E_BIN") or os.environ.get("TF_CLUSTER_K8S_BIN") or CACHE / f"k8s-{K8S_VERSION}")
 STATE = Path(os.environ.get("TF_CLUSTER_NODE_DIR", "/var/lib/tf-cluster-node"))
 NODE = "tf-cluster-node"
 BRIDGE, POD_CIDR, GATEWAY = "tfc0", "10.244.0.0/24", "10.244.0.1"
