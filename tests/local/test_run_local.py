@@ -51,7 +51,8 @@ def test_mwms_chief_and_worker_train_and_the_chief_model_loads(tmp_path):
     assert run(c, 300), [(j.name, j.reason) for j in c.cluster.jobs]
     chief = task(c, "chief-0")
     assert chief.result["chief"] is True and chief.progress["epoch"] == 3
-    model_dir = chief.result["model_dir"]
+    assert chief.result["model_dir"].startswith("/mnt/")  # as the pod saw it
+    model_dir = c.cluster.host_path(chief, chief.result["model_dir"])
     import numpy as np
     import tf_keras
 

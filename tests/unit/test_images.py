@@ -34,3 +34,18 @@ def test_tag_changes_with_a_trainer_and_only_then(tmp_path):
 def test_unknown_variant_is_refused():
     with pytest.raises(ValueError, match="unknown variant 'tpu'"):
         images.render_dockerfile("tpu", base="b")
+
+
+def test_run_local_gives_isolated_tasks_what_the_image_gives_a_container():
+    """run-local's IMAGE_ENV / IMAGE_WORKDIR / POD_VENV are read from the Dockerfile, not guessed."""
+    import re
+
+    from tf_cluster import local
+
+    text = images.render_dockerfile("cpu", base="b")
+    env_block = text[text.index("ENV ") : text.index("\n\n", text.index("ENV "))]
+    pairs = dict(re.findall(r"(\w+)=(\S+?)\s*(?:\\|$)", env_block, re.M))
+    assert {k: v for k, v in pairs.items() if k != "PATH"} == local.IMAGE_ENV
+    assert pairs["PATH"].startswith(local.POD_VENV + "/bin:")
+    assert re.search(r"^WORKDIR (\S+)$", text, re.M).group(1) == local.IMAGE_WORKDIR
+    assert f"-d {local.IMAGE_WORKDIR} tf" in text  # the user's home, $HOME in the pod

@@ -1,10 +1,22 @@
 """Run the pods a rendered release would create as local processes.
 
 Each pod of each Indexed Job becomes one process (the chart's launcher around
-the role's command), with the pod's env (index substituted), its cluster
+the role's command), with the pod's env (index substituted) and its cluster
 addresses mapped to free localhost ports (a TF server listens on all interfaces
-on its port, so distinct ports stand in for distinct pods) and its volume mounts
-mapped to folders under the run directory. Job semantics follow Kubernetes:
+on its port, so distinct ports stand in for distinct pods).
+
+Isolation (default when the kernel allows it): each task runs in its own Linux
+namespaces (sandbox.py) and sees what its pod sees: a read-only root, its own
+`/tmp` and emptyDirs, the shared claims only where its pod mounts them, the
+image's working directory, its hostname, PID 1. Volumes are folders under the
+run directory (volumes/<claim>, pods/<pod>/<emptyDir>), bound at their real
+mount paths. Namespaces rather than one container per pod: no image build
+needed, no container start per task, so the demo keeps its speed.
+Without namespaces (isolate=False, or a kernel that refuses them) paths in the
+argv and env are rewritten to those folders instead and tasks share this
+machine's /tmp, which can hide a program's shared-/tmp assumption.
+
+Job semantics follow Kubernetes:
 an index that fails is restarted until it exceeds `backoffLimitPerIndex`; an
 exit code listed in a `FailJob` rule of the `podFailurePolicy` fails the Job at
 once; a Job is Complete when every index succeeded. The leading Job's condition
@@ -14,6 +26,7 @@ the API server in a cluster.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -23,7 +36,7 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from . import CHART, ROOT
@@ -36,6 +49,40 @@ IMAGE_PATHS = {  # what the trainer image holds -> where this checkout has it
     "/opt/tf-cluster/trainers": ROOT / "images" / "trainers",
 }
 LAUNCHER_MOUNT = "/opt/tf-cluster/launcher"
+SANDBOX = Path(__file__).with_name("sandbox.py")
+POD_VENV = "/opt/venv"  # images/Dockerfile.j2: the image's Python environment
+POD_API = "/run/tf-cluster"  # isolated tasks read the leading Job's condition here
+IMAGE_WORKDIR = "/tmp"  # images/Dockerfile.j2: WORKDIR, and the home of its user 1000
+IMAGE_ENV = {  # images/Dockerfile.j2: ENV (checked by a test)
+    "PIP_NO_CACHE_DIR": "1",
+    "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    "PYTHONUNBUFFERED": "1",
+    "TF_USE_LEGACY_KERAS": "1",
+    "TF_CPP_MIN_LOG_LEVEL": "1",
+}
+HOST_ENV = ("LANG", "LC_ALL", "TZ", "http_proxy", "https_proxy", "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+HOST_ENV_PREFIXES = ("SSL_CERT_", "REQUESTS_CA_BUNDLE", "PIP_", "CUDA_VISIBLE_DEVICES")
+
+STORAGE_VOLUMES = ("data", "checkpoints", "logs")  # the chart's storage.<volume> (_storage.tpl)
+HOUSEKEEPING = {"__pycache__", ".keras", ".cache", ".config"}  # TF/Keras/pip own files in $HOME=/tmp
+_sandbox_checked: dict[str, str] = {}
+
+
+def sandbox_problem(python: str = sys.executable) -> str:
+    """'' when tasks can run in their own namespaces here, else why not (checked once)."""
+    if python not in _sandbox_checked:
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="tf-cluster-probe-") as scratch:
+            try:
+                p = subprocess.run(
+                    [python, str(SANDBOX), "--probe", scratch], capture_output=True, text=True, timeout=30
+                )
+                problem = "" if p.returncode == 0 else (p.stderr.strip().splitlines() or [f"exit {p.returncode}"])[-1]
+            except (OSError, subprocess.TimeoutExpired) as e:
+                problem = str(e)
+        _sandbox_checked[python] = problem
+    return _sandbox_checked[python]
 
 
 def free_ports(n: int) -> list[int]:
@@ -65,6 +112,17 @@ def job_policy(job_doc: dict) -> dict:
 
 
 @dataclass
+class Mount:
+    """A pod's volume mount and the local folder standing in for its volume."""
+
+    target: str  # mountPath, as the pod sees it
+    source: str  # folder on this machine
+    readonly: bool = False
+    private: bool = False  # an emptyDir or the container's /tmp: gone with the pod
+    volume: str = ""  # the pod's volume name
+
+
+@dataclass
 class Task:
     """One pod index: its process, restarts and what it reported."""
 
@@ -82,6 +140,7 @@ class Task:
     first_start: float = 0.0
     ended: float = 0.0
     reported: TaskProgress = field(default_factory=TaskProgress)
+    mounts: list[Mount] = field(default_factory=list)  # isolated runs: what the sandbox binds
 
     @property
     def name(self) -> str:
@@ -123,14 +182,25 @@ class LocalCluster:
         poll_seconds: float = 1.0,
         restart_delay: float = 10.0,
         on_line=None,
+        isolate: bool | None = None,
     ):
+        """isolate: True = each task in its pod's namespaces (an error if this machine cannot),
+        False = plain processes with rewritten paths, None = isolate when possible."""
         self.workdir = workdir
         self.python = python
         self.restart_delay = restart_delay  # the Job controller's: 10s, 20s, 40s ... (cap 6 min)
         self.on_line = on_line or (lambda task, line: None)
-        self.leader_file = workdir / "leader-status"
+        self.leader_file = workdir / "api" / "leader-status"  # what the launchers would ask the API server
         self.lock = threading.Lock()
         self._check_runnable(pods, allow_images, ignore_gpus)
+        self.isolation_problem = sandbox_problem(python) if isolate is not False else "turned off"
+        if isolate and self.isolation_problem:
+            raise UsageError(
+                f"run-local cannot give each task its own namespaces here ({self.isolation_problem}). "
+                "Run as root, allow unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1; "
+                "on Ubuntu kernel.apparmor_restrict_unprivileged_userns=0), or pass --no-isolation."
+            )
+        self.isolated = not self.isolation_problem
         self.address_map = self._map_addresses(pods)
         self._empty_dirs: dict[str, list[Path]] = {}
         self.jobs: list[LocalJob] = []
@@ -179,24 +249,35 @@ class LocalCluster:
                         addresses.append(a)
         return {a: f"localhost:{port}" for a, port in zip(addresses, free_ports(len(addresses)), strict=False)}
 
-    def _path_map(self, pod: Pod) -> list[tuple[str, str]]:
+    def _mounts(self, pod: Pod) -> list[Mount]:
+        """The pod's mounts, each with the local folder that stands in for its volume."""
         pod_dir = self.workdir / "pods" / pod.name
         volumes = {v["name"]: v for v in pod.pod_spec.get("volumes", [])}
-        mapping = [(k, str(v)) for k, v in IMAGE_PATHS.items()]
+        out = [Mount(k, str(v), readonly=True) for k, v in IMAGE_PATHS.items()]
         for m in pod.container.get("volumeMounts", []):
             vol = volumes.get(m["name"], {})
+            readonly, private = bool(m.get("readOnly")), False
             if m["mountPath"] == LAUNCHER_MOUNT:
-                local = CHART / "files"
+                local, readonly = CHART / "files", True
             elif "persistentVolumeClaim" in vol:
                 local = self.workdir / "volumes" / vol["persistentVolumeClaim"]["claimName"]
             elif "configMap" in vol:
-                local = self.workdir / "configmaps" / vol["configMap"]["name"]
+                local, readonly = self.workdir / "configmaps" / vol["configMap"]["name"], True
             else:  # emptyDir: private to the pod, fresh for a replacement pod
-                local = pod_dir / m["name"]
-                self._empty_dirs.setdefault(pod.name, []).append(local)
-            local.mkdir(parents=True, exist_ok=True)
-            mapping.append((m["mountPath"], str(local)))
-        return sorted(mapping, key=lambda kv: -len(kv[0]))
+                local, private = pod_dir / m["name"], True
+            out.append(Mount(m["mountPath"], str(local), readonly, private, m["name"]))
+        if self.isolated:
+            if not any(m.target == IMAGE_WORKDIR for m in out):  # the container's own /tmp
+                out.append(Mount(IMAGE_WORKDIR, str(pod_dir / "tmp"), private=True))
+            out.append(Mount(POD_API, str(self.leader_file.parent), readonly=True))
+            venv = Path(self.python).parent.parent
+            if (venv / "pyvenv.cfg").exists():  # this machine's environment where the image has its own
+                out.append(Mount(POD_VENV, str(venv), readonly=True))
+        for m in out:
+            Path(m.source).mkdir(parents=True, exist_ok=True)
+            if m.private:
+                self._empty_dirs.setdefault(pod.name, []).append(Path(m.source))
+        return out
 
     def _localize(self, text: str, paths: list[tuple[str, str]]) -> str:
         """Map cluster addresses and container paths to local ones in ONE pass (a mapped
@@ -212,17 +293,60 @@ class LocalCluster:
         return pattern.sub(lambda m: table[m.group(0)], text)
 
     def _task(self, pod: Pod, poll_seconds: float) -> Task:
-        paths = self._path_map(pod)
+        mounts = self._mounts(pod)
+        paths = [] if self.isolated else [(m.target, m.source) for m in mounts]
+        paths.sort(key=lambda kv: -len(kv[0]))
         argv = [self._localize(a, paths) for a in pod.argv]
-        argv = [self.python if a in ("python3", "python") else a for a in argv]
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "TF_CONFIG"))}
+        in_venv = any(m.target == POD_VENV for m in mounts)
+        python = f"{POD_VENV}/bin/{Path(self.python).name}" if in_venv else self.python
+        argv = [python if a in ("python3", "python") else a for a in argv]
+        if self.isolated:  # what the image gives a container, then the pod's env
+            env = {k: v for k, v in os.environ.items() if k in HOST_ENV or k.startswith(HOST_ENV_PREFIXES)}
+            env.update(IMAGE_ENV)
+            env["PATH"] = f"{Path(python).parent}{os.pathsep}/usr/local/bin:/usr/bin:/bin"
+            env["HOME"] = IMAGE_WORKDIR
+        else:
+            env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "TF_CONFIG"))}
+            env["PATH"] = f"{Path(self.python).parent}{os.pathsep}{env.get('PATH', '')}"
+            env["TMPDIR"] = env.get("HOME", str(self.workdir))
         env.update({k: self._localize(v, paths) for k, v in pod.env.items()})
-        env["TF_CLUSTER_LEADER_STATUS_FILE"] = str(self.leader_file)
+        env["TF_CLUSTER_LEADER_STATUS_FILE"] = (
+            f"{POD_API}/{self.leader_file.name}" if self.isolated else str(self.leader_file)
+        )
         env["TF_CLUSTER_POLL_SECONDS"] = str(poll_seconds)
-        env["PATH"] = f"{Path(self.python).parent}{os.pathsep}{env.get('PATH', '')}"
-        env["TMPDIR"] = env.get("HOME", str(self.workdir))
         log_path = self.workdir / "logs" / f"{pod.name}.log"
-        return Task(pod=pod, argv=argv, env=env, log_path=log_path, empty_dirs=self._empty_dirs.get(pod.name, []))
+        if self.isolated:
+            spec_path = self.workdir / "pods" / pod.name / "pod.json"
+            root = self.workdir / "pods" / pod.name / "root"
+            root.mkdir(parents=True, exist_ok=True)
+            security = pod.container.get("securityContext") or {}
+            spec = {
+                "root": str(root),
+                "hostname": pod.hostname,
+                "readonly_root": bool(security.get("readOnlyRootFilesystem")),
+                "mounts": [asdict(m) for m in mounts],
+                "workdir": pod.container.get("workingDir") or IMAGE_WORKDIR,
+                "argv": argv,
+                "env": env,
+            }
+            spec_path.write_text(json.dumps(spec, indent=1))
+            argv = [self.python, str(SANDBOX), str(spec_path)]
+        return Task(
+            pod=pod,
+            argv=argv,
+            env=env,
+            log_path=log_path,
+            empty_dirs=self._empty_dirs.get(pod.name, []),
+            mounts=mounts if self.isolated else [],
+        )
+
+    def host_path(self, task: Task, path: str) -> str:
+        """Where a path the task saw (e.g. /mnt/shared/model) is on this machine."""
+        for m in sorted(task.mounts, key=lambda m: -len(m.target)):
+            t = m.target
+            if path == t or path.startswith(t.rstrip("/") + "/"):
+                return m.source + path[len(t) :]
+        return path
 
     def write_configmaps(self, docs: list[dict]) -> None:
         for doc in docs:
@@ -264,7 +388,7 @@ class LocalCluster:
                 self.on_line(task, line)
 
     def start(self) -> None:
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.leader_file.parent.mkdir(parents=True, exist_ok=True)
         self.leader_file.write_text("")
         self.started = time.monotonic()
         for job in self.jobs:
@@ -364,6 +488,81 @@ class LocalCluster:
 
     def tasks(self) -> list[Task]:
         return [t for j in self.jobs for t in j.tasks]
+
+    # ------------------------------------------------------------ what the tasks left
+
+    def private_files(self) -> dict[str, list[str]]:
+        """Per task, what it left in folders private to its pod (/tmp, emptyDirs), as the pod
+        saw them: ["/tmp/ckpt (12 files)", ...]. Lost with the pod on Kubernetes."""
+        out: dict[str, list[str]] = {}
+        for t in self.tasks():
+            entries = []
+            for m in t.mounts:
+                src = Path(m.source)
+                if not m.private or not src.is_dir():
+                    continue
+                for child in sorted(src.iterdir()):
+                    if child.name in HOUSEKEEPING:
+                        continue
+                    n = sum(1 for f in child.rglob("*") if f.is_file()) if child.is_dir() else 1
+                    entries.append(f"{m.target.rstrip('/')}/{child.name} ({n} file{'s' if n != 1 else ''})")
+            if entries:
+                out[t.name] = entries
+        return out
+
+    def shared_path_hints(self) -> list[str]:
+        """For each path a failed task could not find under a folder private to its pod:
+        which tasks have it, and where the file belongs instead. One hint per path."""
+        shared = sorted({m.target for t in self.tasks() for m in t.mounts if not m.private and not m.readonly})
+        seen: set[str] = set()
+        hints = []
+        for t in self.tasks():
+            if not any(t.exit_codes) or not t.log_path.exists():
+                continue
+            for path in missing_paths(t.log_path.read_text(errors="replace")):
+                private = next((m for m in t.mounts if m.private and _under(path, m.target)), None)
+                if not private or path in seen:
+                    continue
+                seen.add(path)
+                holders = [
+                    o.name
+                    for o in self.tasks()
+                    if o is not t and self.host_path(o, path) != path and _near(Path(self.host_path(o, path)))
+                ]
+                if private.volume in STORAGE_VOLUMES:
+                    fix = (
+                        f"storage.{private.volume}.type is emptyDir, one copy per pod: set it to pvc "
+                        f"(or existingClaim) so every task shares {private.target}"
+                    )
+                elif shared:
+                    fix = f"write it under a shared volume ({', '.join(shared)} here)"
+                else:
+                    fix = "give the release shared storage (storage.checkpoints.type=pvc) and write it there"
+                hints.append(
+                    f"{t.name} could not find {path}"
+                    + (f" (it is in {', '.join(holders)}'s own {private.target})" if holders else "")
+                    + f": {private.target} is private to each pod, here as on Kubernetes. {fix}."
+                )
+                break
+        return hints
+
+
+MISSING = re.compile(r"NotFound|No such file or directory|not found|does not exist|Failed to find", re.I)
+ABS_PATH = re.compile(r"(?<![\w.:/])(/[\w.@+=-]+(?:/[\w.@+=-]+)*)")
+
+
+def missing_paths(log: str) -> list[str]:
+    """Absolute paths on log lines that say something was not found, first seen first."""
+    return list(dict.fromkeys(p for line in log.splitlines() if MISSING.search(line) for p in ABS_PATH.findall(line)))
+
+
+def _under(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _near(host_path: Path) -> bool:
+    """The path, or the folder it would be in, exists (a sharded write leaves its folder)."""
+    return host_path.exists() or (host_path.parent.exists() and any(host_path.parent.iterdir()))
 
 
 def clean_workdir(workdir: Path) -> None:

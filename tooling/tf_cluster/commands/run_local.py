@@ -9,7 +9,7 @@ from pathlib import Path
 
 from .. import ROOT, manifests, progress, roles
 from ..errors import RunError
-from ..local import clean_workdir
+from ..local import LocalCluster, clean_workdir
 from ..runner import RunReport
 from ..runner.local import LocalRunner
 from .render import add_render_args, render_docs
@@ -37,6 +37,11 @@ def add_parser(sub) -> None:
         "--no-retry",
         action="store_true",
         help="fail a task's Job on its first failure (backoffLimitPerIndex 0 for every role): for debugging",
+    )
+    p.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="run tasks as plain processes sharing this machine's /tmp (default: each in its pod's namespaces)",
     )
     p.add_argument(
         "--allow-image",
@@ -70,7 +75,13 @@ def run(args) -> int:
             sys.stdout.flush()
 
     runner = LocalRunner(
-        docs, pods, workdir, allow_images=tuple(args.allow_image), ignore_gpus=args.ignore_gpus, on_line=on_line
+        docs,
+        pods,
+        workdir,
+        allow_images=tuple(args.allow_image),
+        ignore_gpus=args.ignore_gpus,
+        on_line=on_line,
+        isolate=False if args.no_isolation else None,
     )
     cluster = runner.cluster
     print(
@@ -78,11 +89,14 @@ def run(args) -> int:
         f"({', '.join(f'{j.role}x{len(j.tasks)}' for j in cluster.jobs)}); run dir {workdir}",
         flush=True,
     )
+    print(f"  isolation: {isolation(cluster)}", flush=True)
     for addr, local in cluster.address_map.items():
         print(f"  {addr} -> {local}")
     report = runner.run(args.timeout, on_update=lambda text: print(text, flush=True))
-    print(summary(report, workdir), flush=True)
+    print(summary(report, workdir, cluster), flush=True)
     if not report.ok:
+        for hint in cluster.shared_path_hints():
+            print(f"Hint: {hint}", file=sys.stderr)
         if any(t.restarts for t in report.tasks) and not args.no_retry:
             print(
                 "Tip: a task was retried before the run failed; `--no-retry` fails at the first error "
@@ -96,11 +110,25 @@ def run(args) -> int:
     return 0
 
 
-def summary(report: RunReport, workdir: Path) -> str:
+def isolation(cluster: LocalCluster) -> str:
+    if cluster.isolated:
+        return "each task in its pod's namespaces (read-only root, its own /tmp and emptyDirs, shared claims)"
+    return (
+        f"off ({cluster.isolation_problem}): tasks share this machine's /tmp, so a program that needs "
+        "shared storage on Kubernetes may pass here"
+    )
+
+
+def summary(report: RunReport, workdir: Path, cluster: LocalCluster) -> str:
     lines = [f"\n== tf-cluster run-local finished in {report.seconds:.1f}s ==", report.table(), ""]
     model = report.model_dir()
     if model:
-        lines.append(f"Exported model:  {model}")
+        here = next((cluster.host_path(t, model) for t in cluster.tasks() if t.reported.result.get("model_dir")), model)
+        lines.append(f"Exported model:  {model}" + (f" (here: {here})" if here != model else ""))
     lines.append(f"Volumes:         {workdir / 'volumes'} (shared claims), {workdir / 'pods'} (per-pod emptyDirs)")
+    private = cluster.private_files()
+    if private:
+        lines.append("Left in pod-private folders (gone with the pod on Kubernetes):")
+        lines.extend(f"  {task}: {', '.join(entries)}" for task, entries in private.items())
     lines.append(f"Task logs:       {workdir / 'logs'}")
     return "\n".join(lines)

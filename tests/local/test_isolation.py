@@ -1,0 +1,110 @@
+"""run-local gives each task what its pod has (tf_cluster/sandbox.py): its own /tmp, a read-only
+root, its hostname, PID 1, the image's working directory; shared claims only where mounted."""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from rendering import render
+from tf_cluster import ROOT, manifests
+from tf_cluster.local import sandbox_problem
+from tf_cluster.runner.local import LocalRunner
+
+pytestmark = pytest.mark.skipif(
+    bool(sandbox_problem()), reason=f"this machine refuses the namespaces run-local isolates with: {sandbox_problem()}"
+)
+
+# Each task writes its own name to /tmp/x, waits for the other to do the same, and reads its own
+# back; then reports what the pod looks like. No TensorFlow: the cluster's shape is what matters.
+PROGRAM = textwrap.dedent(
+    """
+    import json, os, socket, sys, time
+    x = os.path.join("/", "tmp", "x")  # not spelled out: --no-isolation rewrites paths it sees in argv
+    seen_before = os.path.exists(x)
+    with open(x, "w") as f:
+        f.write(socket.gethostname())
+    time.sleep(3)
+    mine = open(x).read() == socket.gethostname()
+    try:
+        open(sys.argv[1], "w").close()
+        root_writable = True
+    except OSError:
+        root_writable = False
+    open("/mnt/checkpoints/" + socket.gethostname(), "w").close()
+    print("FACTS " + json.dumps({
+        "seen_before": seen_before, "mine": mine, "root_writable": root_writable, "cwd": os.getcwd(),
+        "pid": os.getpid(), "hostname": socket.gethostname(), "home": os.environ.get("HOME"),
+        "shared": sorted(os.listdir("/mnt/checkpoints")),
+    }), flush=True)
+    sys.exit(0 if mine and not seen_before else 1)
+    """
+)
+
+
+def two_tasks(tmp_path, *, isolate):
+    values = {
+        "strategy": "custom",
+        "command": ["python3", "-c", PROGRAM, str(ROOT / "written-by-a-task")],
+        "roles": {"worker": {"replicas": 2}},
+        "storage": {"checkpoints": {"type": "pvc"}},
+        "jobPolicies": {"worker": {"backoffLimitPerIndex": 0}},
+    }
+    docs = render(values)
+    facts: dict[str, dict] = {}
+
+    def on_line(task, line):
+        if line.startswith("FACTS "):
+            import json
+
+            facts[task.name] = json.loads(line[6:])
+
+    r = LocalRunner(
+        docs,
+        manifests.pods(docs, node_cpus=2),
+        tmp_path / "run",
+        poll_seconds=0.5,
+        restart_delay=1,
+        on_line=on_line,
+        isolate=isolate,
+    )
+    report = r.run(120, on_update=lambda text: None)
+    return r, report, facts
+
+
+def test_two_tasks_writing_the_same_tmp_path_do_not_see_each_others_file(tmp_path):
+    r, report, facts = two_tasks(tmp_path, isolate=True)
+    assert report.ok, [t.log_path.read_text()[-2000:] for t in r.cluster.tasks()]
+    assert set(facts) == {"worker-0", "worker-1"}
+    for t in r.cluster.tasks():
+        f = facts[t.name]
+        assert f["seen_before"] is False and f["mine"] is True
+        assert f["root_writable"] is False, "the pod's root filesystem is read-only (readOnlyRootFilesystem)"
+        assert f["cwd"] == "/tmp" and f["home"] == "/tmp"  # the image's WORKDIR and its user's home
+        assert f["pid"] < 10  # its own PID namespace, where the launcher is PID 1
+        assert f["hostname"] == t.pod.hostname  # <job>-<index>, as an Indexed Job's pod
+        assert t.pod.hostname in f["shared"]  # the claim is shared: its own file is there
+    # on this machine: one /tmp/x per pod, each with its own writer
+    for name in ("worker-0", "worker-1"):
+        x = tmp_path / "run" / "pods" / name / "tmp" / "x"
+        assert x.read_text() == facts[name]["hostname"]
+    # the shared claim holds both tasks' files
+    claims = list((tmp_path / "run" / "volumes").iterdir())
+    assert len(claims) == 1 and len(list(claims[0].iterdir())) == 2
+    assert not (ROOT / "written-by-a-task").exists()
+    assert r.cluster.private_files() == {"worker-0": ["/tmp/x (1 file)"], "worker-1": ["/tmp/x (1 file)"]}
+
+
+def test_without_isolation_the_same_tasks_share_tmp(tmp_path):
+    """The fallback (--no-isolation, or a kernel without namespaces) shares this machine's /tmp:
+    the program's assumption goes unnoticed there, which is why isolation is the default."""
+    r, report, facts = two_tasks(tmp_path, isolate=False)
+    try:
+        assert not report.ok
+        assert any(f["seen_before"] or not f["mine"] for f in facts.values()) or len(facts) < 2
+    finally:
+        (ROOT / "written-by-a-task").unlink(missing_ok=True)
+        if os.path.exists("/tmp/x"):
+            os.unlink("/tmp/x")
