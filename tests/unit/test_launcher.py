@@ -213,3 +213,14 @@ def test_run_local_maps_each_path_once(tmp_path):
     assert c._localize("/mnt/checkpoints/backup", paths) == "/tmp/run/volumes/ckpt/backup"
     assert c._localize("/tmp/x", paths) == "/tmp/run/pods/worker-0/tmp/x"
     assert c._localize('{"w":["tf-worker-0.tf:2222"]}', paths) == '{"w":["localhost:5000"]}'
+
+
+def test_a_missing_tf_config_is_said_with_how_to_force_it(tmp_path):
+    """A single-task release has no TF_CONFIG on purpose; a script indexing it would die with a bare KeyError."""
+    p = start([sys.executable, "-c", "import os, json; json.loads(os.environ['TF_CONFIG'])"], tmp_path)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 1 and "KeyError: 'TF_CONFIG'" in err
+    assert err.index("TF_CONFIG is not set") < err.index("KeyError")
+    assert "tfConfig.alwaysSet=true" in err
+    p = start([sys.executable, "-c", "pass"], tmp_path, TF_CONFIG=cluster("localhost"))
+    assert "TF_CONFIG is not set" not in p.communicate(timeout=30)[1]

@@ -242,6 +242,10 @@ def run(argv):
                 "addresses." % (timeout, len(missing), ", ".join(missing)))
             return EXIT_PEERS_TIMEOUT
 
+    if not env("TF_CONFIG"):
+        log("TF_CONFIG is not set: this release has one training task, which trains without a "
+            "cluster (no gRPC server, no peers), as TFJob does. A program that reads "
+            "TF_CONFIG['task'] needs it: set tfConfig.alwaysSet=true.")
     intra = env("TF_NUM_INTRAOP_THREADS")
     if intra.isdigit() and not env("TF_NUM_INTEROP_THREADS"):
         # One inter-op thread deadlocks ParameterServerStrategy's fit (measured, TF 2.21).
