@@ -49,3 +49,20 @@ def test_run_local_gives_isolated_tasks_what_the_image_gives_a_container():
     assert pairs["PATH"].startswith(local.POD_VENV + "/bin:")
     assert re.search(r"^WORKDIR (\S+)$", text, re.M).group(1) == local.IMAGE_WORKDIR
     assert f"-d {local.IMAGE_WORKDIR} tf" in text  # the user's home, $HOME in the pod
+
+
+def test_extra_requirements_are_a_layer_of_their_own_with_their_own_tag(tmp_path):
+    req = tmp_path / "requirements.txt"
+    req.write_text("tabulate==0.9.0\n")
+    plain = images.assemble("cpu", out=tmp_path / "plain")
+    ctx = images.assemble("cpu", out=tmp_path / "req", extra_requirements=req)
+    text = (ctx.path / "Dockerfile").read_text()
+    assert (ctx.path / "extra-requirements.txt").read_text() == "tabulate==0.9.0\n"
+    tf_layer = text.index("tf-keras==")
+    extra_layer = text.index("-r /tmp/tf-cluster/extra-requirements.txt")
+    assert tf_layer < extra_layer < text.index("COPY trainers/")  # editing them keeps the TensorFlow layer
+    assert "-c /tmp/tf-cluster/constraints.txt -r /tmp/tf-cluster/extra-requirements.txt" in text
+    assert "extra-requirements" not in (plain.path / "Dockerfile").read_text()
+    assert plain.tag == "2.21.0-cpu" and ctx.tag.startswith("2.21.0-cpu-r") and len(ctx.tag) == len(plain.tag) + 10
+    req.write_text("tabulate==0.8.10\n")
+    assert images.assemble("cpu", out=tmp_path / "req2", extra_requirements=req).tag != ctx.tag

@@ -36,10 +36,11 @@ class Context:
     path: Path
     digest: str
     repository: str
+    flavor: str = ""  # "-r<hash>" with extra requirements: another image, another tag
 
     @property
     def tag(self) -> str:
-        return f"{TF_VERSION}-{self.variant}"
+        return f"{TF_VERSION}-{self.variant}{self.flavor}"
 
     @property
     def image(self) -> str:
@@ -51,7 +52,12 @@ class Context:
 
 
 def render_dockerfile(
-    variant: str, base: str, python: str = "python3", extra_packages=(), ca_secret: bool = False
+    variant: str,
+    base: str,
+    python: str = "python3",
+    extra_packages=(),
+    ca_secret: bool = False,
+    extra_requirements: bool = False,
 ) -> str:
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}: choose {', '.join(VARIANTS)}")
@@ -65,6 +71,7 @@ def render_dockerfile(
         tf_version=TF_VERSION,
         ca_secret=ca_secret,
         extra_packages=list(extra_packages),
+        extra_requirements=extra_requirements,
         **VARIANTS[variant],
     )
 
@@ -86,18 +93,27 @@ def assemble(
     extra_packages=(),
     out: Path | None = None,
     ca_secret: bool = False,
+    extra_requirements: Path | None = None,
 ) -> Context:
+    """The build context; `extra_requirements` (a pip requirements file) adds a layer and a tag
+    suffix `-r<first 8 hex of its sha256>`."""
     out = out or ROOT / "build" / "images" / variant
     if out.exists():
         shutil.rmtree(out)
     (out / "trainers").mkdir(parents=True)
-    (out / "Dockerfile").write_text(render_dockerfile(variant, base, python, extra_packages, ca_secret))
+    dockerfile = render_dockerfile(variant, base, python, extra_packages, ca_secret, bool(extra_requirements))
+    (out / "Dockerfile").write_text(dockerfile)
+    flavor = ""
+    if extra_requirements:
+        text = extra_requirements.read_text()
+        (out / "extra-requirements.txt").write_text(text)
+        flavor = "-r" + hashlib.sha256(text.encode()).hexdigest()[:8]
     (out / "requirements.txt").write_text(requirements(variant))
     (out / "constraints.txt").write_text(constraints())
     shutil.copy2(CHART / "files" / "launcher.py", out / "launcher.py")
     for f in sorted((IMAGES / "trainers").glob("*.py")):
         shutil.copy2(f, out / "trainers" / f.name)
-    return Context(variant, out, digest(out), repository)
+    return Context(variant, out, digest(out), repository, flavor)
 
 
 def digest(path: Path) -> str:

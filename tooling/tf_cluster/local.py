@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import CHART, ROOT
+from . import CHART, ROOT, requirements
 from .errors import UsageError
 from .manifests import Pod
 from .progress import TaskProgress
@@ -273,6 +273,8 @@ class LocalCluster:
             venv = Path(self.python).parent.parent
             if (venv / "pyvenv.cfg").exists():  # this machine's environment where the image has its own
                 out.append(Mount(POD_VENV, str(venv), readonly=True))
+            if (venv / requirements.BASE_FILE).exists():  # a --requirements layer: and what it extends
+                out.append(Mount(requirements.BASE_MOUNT, (venv / requirements.BASE_FILE).read_text(), readonly=True))
         for m in out:
             Path(m.source).mkdir(parents=True, exist_ok=True)
             if m.private:
@@ -284,6 +286,8 @@ class LocalCluster:
         path must never be mapped again, e.g. by a /tmp mount when the run dir is in /tmp)."""
         table = dict(self.address_map)
         table.update(paths)
+        if not table:  # a single-task release, isolated: nothing to map
+            return text
         keys = sorted(table, key=len, reverse=True)
         pattern = re.compile(
             "|".join(

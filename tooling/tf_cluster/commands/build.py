@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from .. import images
-from ..errors import BuildError, ToolMissing
+from ..errors import BuildError, ToolMissing, UsageError
 
 BUILDERS = ("docker", "podman", "buildah")
 
@@ -43,6 +43,12 @@ def add_parser(sub) -> None:
         default=default_ca_bundle(),
         help="CA bundle pip trusts during the build (a TLS-intercepting proxy); passed as a "
         "build secret, not stored in the image (default: $PIP_CERT or $REQUESTS_CA_BUNDLE)",
+    )
+    p.add_argument(
+        "--requirements",
+        type=Path,
+        metavar="FILE",
+        help="pip requirements your program needs, installed in a layer of their own (tag gets -r<hash>)",
     )
     p.add_argument("--push", action="store_true", help="push both tags after building")
     p.add_argument("--kind-load", metavar="CLUSTER", help="load the image into this kind cluster")
@@ -128,12 +134,15 @@ def image_size(builder: str, image: str) -> str:
 
 
 def run(args) -> int:
+    if args.requirements and not args.requirements.is_file():
+        raise UsageError(f"--requirements {args.requirements}: no such file")
     ctx = images.assemble(
         args.variant,
         base=args.base,
         repository=args.repository,
         extra_packages=args.extra_package,
         ca_secret=bool(args.ca_bundle),
+        extra_requirements=args.requirements,
     )
     print(f"[build] context {ctx.path} (content {ctx.digest[:12]})", flush=True)
     if args.dry_run:

@@ -7,7 +7,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .. import ROOT, manifests, progress, roles
+from .. import ROOT, manifests, progress, requirements, roles
 from ..errors import RunError
 from ..local import LocalCluster, clean_workdir
 from ..runner import RunReport
@@ -37,6 +37,13 @@ def add_parser(sub) -> None:
         "--no-retry",
         action="store_true",
         help="fail a task's Job on its first failure (backoffLimitPerIndex 0 for every role): for debugging",
+    )
+    p.add_argument(
+        "--requirements",
+        type=Path,
+        metavar="FILE",
+        help="pip requirements the program needs: installed once into a cached environment layered on "
+        "this checkout's (for the image: tf-cluster build --requirements FILE)",
     )
     p.add_argument(
         "--no-isolation",
@@ -74,6 +81,7 @@ def run(args) -> int:
             sys.stdout.write(f"[{task.name}] {shown}\n")
             sys.stdout.flush()
 
+    python = requirements.environment(args.requirements) if args.requirements else sys.executable
     runner = LocalRunner(
         docs,
         pods,
@@ -82,6 +90,7 @@ def run(args) -> int:
         ignore_gpus=args.ignore_gpus,
         on_line=on_line,
         isolate=False if args.no_isolation else None,
+        python=python,
     )
     cluster = runner.cluster
     print(
