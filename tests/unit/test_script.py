@@ -78,3 +78,16 @@ def test_keras_output_fills_progress_until_the_program_speaks_the_protocol():
 def test_redraws_fold_to_what_a_terminal_shows():
     assert progress.fold("1/9 [>....]\r5/9 [==>..]\r9/9 [=====] - loss: 0.1000") == "9/9 [=====] - loss: 0.1000"
     assert progress.fold("abc\x08\x08X") == "aX"
+
+
+def test_hypertune_metrics_file_gives_the_latest_value_of_each_metric():
+    """The format of cloudml-hypertune's hypertune.py: one JSON object per report, values as strings."""
+    text = (
+        '{"global_step": "100", "accuracy": "0.5", "timestamp": 1525851440.123456, "trial": "0"}\n'
+        '{"global_step": "200", "accuracy": "0.75", "timestamp": 1525851450.1, "trial": "0"}\n'
+        '{"global_step": "200", "loss": "0.3", "timestamp": 1525851450.2, "trial": "0"}\n'
+        "not json\n"
+    )
+    assert progress.hypertune_metrics(text) == {"step": 200.0, "accuracy": 0.75, "loss": 0.3}
+    state = progress.TaskProgress(files=progress.hypertune_metrics(text))
+    assert state.summary() == "step 200, loss 0.3000, accuracy 0.7500" == state.outcome()

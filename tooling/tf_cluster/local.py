@@ -39,7 +39,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import CHART, ROOT, requirements
+from . import CHART, ROOT, progress, requirements
 from .errors import UsageError
 from .manifests import Pod
 from .progress import TaskProgress
@@ -495,6 +495,26 @@ class LocalCluster:
 
     # ------------------------------------------------------------ what the tasks left
 
+    def read_files(self, only_silent: bool = False) -> None:
+        """Fill each task's `reported.files` from files it wrote: a cloudml-hypertune metrics
+        file in its own /tmp (isolated runs), and for the task that writes summaries (the first
+        of the leading Job) TensorBoard event files under its LOG_DIR. `only_silent`: skip tasks
+        whose output already shows progress."""
+        summary_task = self.leader.tasks[0] if self.leader and self.leader.tasks else None
+        for t in self.tasks():
+            if only_silent and t.reported.progress:
+                continue
+            found: dict[str, float] = {}
+            log_dir = t.env.get("LOG_DIR")
+            if t is summary_task and log_dir:
+                found.update(progress.event_scalars(Path(self.host_path(t, log_dir))))
+            if t.mounts:  # isolated: its /tmp is its own
+                metrics = Path(self.host_path(t, t.env.get(progress.HYPERTUNE_ENV) or progress.HYPERTUNE_FILE))
+                if metrics.is_file():
+                    found.update(progress.hypertune_metrics(metrics.read_text(errors="replace")))
+            if found:
+                t.reported.files = found
+
     def private_files(self) -> dict[str, list[str]]:
         """Per task, what it left in folders private to its pod (/tmp, emptyDirs), as the pod
         saw them: ["/tmp/ckpt (12 files)", ...]. Lost with the pod on Kubernetes."""
@@ -541,7 +561,10 @@ class LocalCluster:
                 elif shared:
                     fix = f"write it under a shared volume ({', '.join(shared)} here)"
                 else:
-                    fix = "give the release shared storage (storage.checkpoints.type=pvc) and write it there"
+                    fix = (
+                        "Give the release shared storage (storage.checkpoints.type=pvc, mounted at "
+                        "/mnt/checkpoints) and write it under CHECKPOINT_DIR or MODEL_DIR"
+                    )
                 hints.append(
                     f"{t.name} could not find {path}"
                     + (f" (it is in {', '.join(holders)}'s own {private.target})" if holders else "")

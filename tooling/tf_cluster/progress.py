@@ -11,14 +11,19 @@ marker but carries no JSON object is not a message (it is shown as plain output)
 
 A program that does not speak the protocol still reports progress: Keras' own
 `Epoch 3/5` lines and progress bars (`... - loss: 0.41 - accuracy: 0.86`) fill the
-same fields, as long as no protocol message has been seen from that task.
+same fields, as long as no protocol message has been seen from that task. A program
+that prints neither is read from the files it leaves (`TaskProgress.files`, filled by a
+runner that can read them): the metrics file of Vertex AI's `cloudml-hypertune` library
+(`hypertune_metrics`) and TensorBoard event files in the logs volume (`event_scalars`).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import struct
 from dataclasses import dataclass, field
+from pathlib import Path
 
 PREFIX = "TF_CLUSTER_"
 KINDS = ("PROGRESS", "RESULT", "EVENT")
@@ -84,6 +89,79 @@ def keras_metrics(line: str) -> dict[str, float]:
     return {k: float(v) for k, v in KERAS_METRIC.findall(fold(line)) if k not in ("eta",)}
 
 
+# cloudml-hypertune (github.com/GoogleCloudPlatform/cloudml-hypertune, hypertune/hypertune.py): every
+# report rewrites this file with one JSON object per line, values as strings:
+#   {"global_step": "1000", "accuracy": "0.987", "timestamp": 1525851440.1, "trial": "0"}
+HYPERTUNE_FILE = "/tmp/hypertune/output.metrics"  # its default; CLOUD_ML_HP_METRIC_FILE overrides
+HYPERTUNE_ENV = "CLOUD_ML_HP_METRIC_FILE"
+
+
+def hypertune_metrics(text: str) -> dict[str, float]:
+    """The latest value of every metric in a cloudml-hypertune metrics file, with its `step`."""
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if not isinstance(entry, dict):
+            continue
+        for k, v in entry.items():
+            if k in ("timestamp", "trial"):
+                continue
+            try:
+                out["step" if k == "global_step" else k] = float(v)
+            except (TypeError, ValueError):
+                pass
+    return out
+
+
+def _records(path: Path):
+    """The records of a TFRecord file (TensorBoard's event file format); a torn last record ends it."""
+    data = path.read_bytes()
+    i = 0
+    while i + 12 <= len(data):
+        (length,) = struct.unpack("<Q", data[i : i + 8])
+        if i + 12 + length + 4 > len(data):
+            return
+        yield data[i + 12 : i + 12 + length]
+        i += 12 + length + 4
+
+
+def event_scalars(logdir: Path) -> dict[str, float]:
+    """The latest value of every scalar in the TensorBoard event files under `logdir` (Keras'
+    TensorBoard callback: `epoch_loss`, `epoch_accuracy`; `tf.summary.scalar`), with its `step`
+    (and `epoch` when the step is Keras' epoch). Read with TensorBoard's own protobufs."""
+    files = sorted(logdir.rglob("events.out.tfevents.*")) if logdir.is_dir() else []
+    if not files:
+        return {}
+    from tensorboard.compat.proto import event_pb2
+    from tensorboard.util import tensor_util
+
+    latest: dict[str, tuple[int, float]] = {}
+    for f in files:
+        for record in _records(f):
+            event = event_pb2.Event.FromString(record)
+            for value in event.summary.value:
+                if value.HasField("simple_value"):
+                    number = float(value.simple_value)
+                elif value.HasField("tensor") and not value.tensor.tensor_shape.dim:
+                    try:
+                        number = float(tensor_util.make_ndarray(value.tensor))
+                    except (TypeError, ValueError):
+                        continue
+                else:
+                    continue
+                tag = value.tag.removeprefix("epoch_")
+                if tag not in latest or event.step >= latest[tag][0]:
+                    latest[tag] = (event.step, number)
+    if not latest:
+        return {}
+    out = {tag: v for tag, (_, v) in latest.items()}
+    out["step"] = max(step for step, _ in latest.values())
+    return out
+
+
 def scan(text: str) -> list[Message]:
     """Every message in a log, in order."""
     return [m for m in map(parse, text.splitlines()) if m]
@@ -97,6 +175,7 @@ class TaskProgress:
     result: dict = field(default_factory=dict)
     events: list[dict] = field(default_factory=list)
     speaks_protocol: bool = False
+    files: dict = field(default_factory=dict)  # metrics read from files it wrote (hypertune, TensorBoard)
     _keras_epoch: tuple[int, int] | None = None
 
     def feed(self, line: str) -> Message | None:
@@ -139,13 +218,24 @@ class TaskProgress:
         """Latest progress in a few words: `epoch 3/5, loss 0.4100, accuracy 0.8800` or `-`."""
         p = self.progress
         if not p:
-            return "-"
+            return self._files_summary()
         parts = [f"epoch {p.get('epoch')}/{p.get('epochs')}"]
         parts += [f"{k} {p[k]:.4f}" for k in ("loss", "accuracy") if k in p]
         return ", ".join(parts)
 
+    def _files_summary(self) -> str:
+        """`step 300, loss 0.4100, accuracy 0.8800` from its files, else `-`."""
+        f = self.files
+        if not f:
+            return "-"
+        shown = [k for k in ("loss", "accuracy") if k in f] or [k for k in f if k != "step"][:3]
+        parts = [f"step {int(f['step'])}"] if "step" in f else []
+        return ", ".join(parts + [f"{k} {f[k]:.4f}" for k in shown])
+
     def outcome(self) -> str:
         """The final metrics (else the latest progress), and where training resumed."""
         text = ", ".join(f"{k}={v}" for k, v in self.result.items() if k in METRICS) or self.summary()
+        if self.files and not self.result and self.progress:  # what it printed, and what it reported in files
+            text += " (files: " + self._files_summary() + ")"
         resumed = self.resumed_at()
         return text + (f" (resumed at epoch {resumed[-1]})" if resumed else "")

@@ -36,6 +36,7 @@ class LocalRunner(Runner):
             self.cluster.step()
             now = time.monotonic()
             if now - last >= self.status_every:
+                self.cluster.read_files(only_silent=True)
                 tasks = self.cluster.tasks()
                 state = repr([(t.name, t.state, t.failures, t.reported.summary()) for t in tasks])
                 if state != shown or now - last >= 60:
@@ -46,6 +47,7 @@ class LocalRunner(Runner):
         return self.report()
 
     def report(self) -> RunReport:
+        self.cluster.read_files()
         now = time.monotonic()
         jobs = [JobReport(j.name, j.role, j.condition, j.reason) for j in self.cluster.jobs]
         tasks = [
