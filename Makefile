@@ -75,8 +75,9 @@ render: setup  ## print every pod's TF_CONFIG for EXAMPLE
 docs: setup  ## regenerate charts/tf-cluster/README.md from the values' `# --` comments
 	$(TOOLS)/helm-docs --chart-search-root charts --template-files README.md.gotmpl
 
-bench: setup  ## print render time and TF_CONFIG size at scale
+bench: setup  ## print render time and TF_CONFIG size at scale, and the demo's time isolated vs plain
 	$(PY) tests/bench/bench_render.py
+	$(PY) tests/bench/bench_demo.py
 
 clean:  ## remove the venv, the pinned tools, build/ and runs/ (caches in ~/.cache stay)
 	rm -rf $(VENV) .tools build runs
