@@ -122,6 +122,16 @@ def test_the_other_cpu_examples_run_to_completion(name, tmp_path):
     assert any(t.result.get("chief") for t in c.cluster.tasks())
 
 
+def test_the_own_script_example_runs_its_code_files_program(tmp_path):
+    """values-examples/own-script.yaml: a program in code.files, no tf-cluster code in it."""
+    c = cluster(tmp_path, EX / "own-script.yaml", {})
+    assert run(c, 300), [(j.name, j.reason) for j in c.cluster.jobs]
+    for t in c.cluster.tasks():
+        assert t.progress["epoch"] == 3 and "loss" in t.progress  # from Keras' own output
+    (claim,) = (tmp_path / "run" / "volumes").iterdir()
+    assert (claim / "model" / "saved_model.pb").is_file()  # worker 0 wrote MODEL_DIR on the claim
+
+
 def test_gpu_example_is_refused_with_advice(tmp_path):
     from tf_cluster.errors import UsageError
 
