@@ -29,6 +29,12 @@ def test_script_lands_in_code_files_and_every_role_runs_it_with_its_args(tmp_pat
         (["render", "--", "--lr", "1"], "given without --script"),
         (["render", "--script", "/no/such/file.py"], "no such file"),
         (["smoke", "--kubeconfig", "k"], "give a values file (-f FILE) or a program (--script FILE)"),
+        (
+            ["smoke", "--script", __file__, "--requirements", __file__, "--kubeconfig", "k"],
+            "build and push that image yourself (tf-cluster build --requirements FILE",
+        ),
+        (["run-local", "--script", __file__, "--requirements", "/no/such/req.txt"], "/no/such/req.txt: no such file"),
+        (["build", "--requirements", "/no/such/req.txt", "--dry-run"], "/no/such/req.txt: no such file"),
     ],
 )
 def test_script_refusals_name_what_to_do(argv, message, capsys):

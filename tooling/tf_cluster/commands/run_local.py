@@ -66,6 +66,7 @@ def run(args) -> int:
     _, docs = render_docs(args)
     pods = manifests.pods(docs, namespace=args.namespace, node_cpus=os.cpu_count() or 1)
     workdir = (args.workdir or ROOT / "runs" / args.release).resolve()
+    python = requirements.environment(args.requirements) if args.requirements else sys.executable
     clean_workdir(workdir)
 
     print_lock = threading.Lock()
@@ -81,7 +82,6 @@ def run(args) -> int:
             sys.stdout.write(f"[{task.name}] {shown}\n")
             sys.stdout.flush()
 
-    python = requirements.environment(args.requirements) if args.requirements else sys.executable
     runner = LocalRunner(
         docs,
         pods,

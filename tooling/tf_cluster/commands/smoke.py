@@ -51,6 +51,12 @@ def add_parser(sub) -> None:
     p.add_argument("--no-helm-test", dest="helm_test", action="store_false", help="skip `helm test`")
     p.add_argument("--keep", action="store_true", help="leave the release (and namespace) installed")
     p.add_argument("--image", help="[--kind] use this image instead of building one (must be loadable by kind)")
+    p.add_argument(
+        "--requirements",
+        type=Path,
+        metavar="FILE",
+        help="[--kind] pip requirements your program needs, baked into the image it builds",
+    )
     p.add_argument("--delete-cluster", action="store_true", help="[--kind] delete the kind cluster at the end")
     p.set_defaults(func=run)
 
@@ -86,12 +92,13 @@ def kind_up(name: str, say: Step) -> Path:
     return kubeconfig
 
 
-def kind_load(name: str, image: str | None, say: Step) -> str:
-    """Build the CPU image (unless given) and load it into the kind nodes; returns the image reference."""
+def kind_load(name: str, image: str | None, say: Step, requirements: Path | None = None) -> str:
+    """Build the CPU image (unless given; with `requirements` baked in) and load it into the kind
+    nodes; returns the image reference."""
     from . import build
 
     if not image:
-        ctx = images.assemble("cpu")
+        ctx = images.assemble("cpu", extra_requirements=requirements)
         builder = build.detect_builder()
         say(f"building {ctx.pinned_image} with {builder}")
         build.stream(build.build_argv(builder, ctx, build.default_ca_bundle()), f"{builder} build")
@@ -124,9 +131,18 @@ def run(args) -> int:
         if not f.is_file():
             raise UsageError(f"values file {f} not found")
     values = values_from(args)
+    if args.requirements and not (args.kind and not args.image):
+        raise UsageError(
+            f"--requirements {args.requirements}: smoke bakes requirements only into the image it builds "
+            "for --kind. For another cluster build and push that image yourself (tf-cluster build "
+            "--requirements FILE --repository REPO --push) and pass --set image.repository=REPO "
+            "--set image.tag=TAG."
+        )
+    if args.requirements and not args.requirements.is_file():
+        raise UsageError(f"--requirements {args.requirements}: no such file")
     if args.kind:
         args.kubeconfig = kind_up(args.kind, say)
-        image = kind_load(args.kind, args.image, say)
+        image = kind_load(args.kind, args.image, say, args.requirements)
         repo, tag = image.rsplit(":", 1)
         values = values.plus(Values(set=(f"image.repository={repo}", f"image.tag={tag}")))
     elif not Path(args.kubeconfig).is_file():
