@@ -108,3 +108,39 @@ def test_without_isolation_the_same_tasks_share_tmp(tmp_path):
         (ROOT / "written-by-a-task").unlink(missing_ok=True)
         if os.path.exists("/tmp/x"):
             os.unlink("/tmp/x")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another user (runuser); run as root to cover it")
+def test_a_user_without_root_gets_the_same_isolation_through_a_user_namespace():
+    """Not root: sandbox.py adds a user namespace (uid 0 inside, mapped to the caller) and builds
+    the same read-only root with the task's own /tmp."""
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from tf_cluster.local import SANDBOX
+
+    if not shutil.which("runuser"):
+        pytest.skip("runuser (util-linux) is not installed here")
+    home = Path(tempfile.mkdtemp(prefix="tf-cluster-nobody-"))  # pytest's tmp_path is root's alone (0700)
+    scratch = home / "probe"
+    scratch.mkdir()
+    home.chmod(0o755)
+    os.chown(scratch, 65534, 65534)  # nobody
+    r = subprocess.run(
+        ["runuser", "-u", "nobody", "--", sys.executable, str(SANDBOX), "--probe", str(scratch)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    problem = r.stderr.strip()
+    if r.returncode != 0 and ("unshare" in problem or "Operation not permitted" in problem):
+        pytest.skip(f"this kernel refuses unprivileged user namespaces: {problem[-300:]}")
+    assert r.returncode == 0, problem
+    ok = scratch / "tmp" / "ok"
+    try:
+        assert ok.is_file() and ok.stat().st_uid == 65534  # written as the caller, through the mapping
+    finally:
+        shutil.rmtree(home)
