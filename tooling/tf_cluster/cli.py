@@ -1,5 +1,6 @@
-"""`tf-cluster` command line. Exit codes: 0 ok, 2 usage, 3 tool missing, 4 render
-refused, 5 invalid manifests, 6 build failed, 7 run failed (run-local or smoke)."""
+"""`tf-cluster` command line. Exit codes: 0 ok, 2 usage (also a version-policy or packaging
+refusal), 3 tool missing, 4 render refused, 5 invalid manifests, 6 build failed, 7 run failed
+(run-local or smoke)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import argparse
 import sys
 
 from . import __version__
-from .commands import build, render, run_local, smoke, validate
+from .commands import build, package, render, run_local, smoke, validate
 from .errors import TfClusterError
 
 
@@ -15,7 +16,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tf-cluster", description=__doc__)
     p.add_argument("--version", action="version", version=f"tf-cluster {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    for module in (render, validate, build, run_local, smoke):
+    for module in (render, validate, build, run_local, smoke, package):
         module.add_parser(sub)
     return p
 

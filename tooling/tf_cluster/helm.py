@@ -112,6 +112,10 @@ class Helm:
             out += ["--namespace", self.namespace]
         return out + [str(a) for a in args]
 
+    def version(self) -> str:
+        """`helm version --short`, e.g. v4.3.1+g...."""
+        return subprocess.run(self.argv("version", "--short"), capture_output=True, text=True).stdout.strip()
+
     def run(self, verb: str, *args: str | Path, check: bool = False) -> subprocess.CompletedProcess:
         proc = subprocess.run(self.argv(verb, *args), capture_output=True, text=True)
         if check and proc.returncode != 0:
@@ -184,15 +188,35 @@ class Helm:
         return self.run("lint", chart, *values.argv(), *(["--strict"] if strict else []), check=check)
 
     def package(
-        self, destination: Path, *, chart: Path = CHART, version: str | None = None, check: bool = True
+        self,
+        destination: Path,
+        *,
+        chart: Path = CHART,
+        version: str | None = None,
+        sign_key: str | None = None,
+        keyring: Path | None = None,
+        passphrase_file: Path | None = None,
+        check: bool = True,
     ) -> subprocess.CompletedProcess:
-        extra = ["--version", version] if version else []
+        """`helm package`; with `sign_key`, `--sign` with that key from `keyring` (a GnuPG
+        secret keyring in the legacy format: `gpg --export-secret-keys > secring.gpg`)."""
+        extra: list[str | Path] = ["--version", version] if version else []
+        if sign_key:
+            extra += ["--sign", "--key", sign_key]
+            if keyring:
+                extra += ["--keyring", keyring]
+            if passphrase_file:
+                extra += ["--passphrase-file", passphrase_file]
         return self.run("package", chart, "--destination", destination, *extra, check=check)
+
+    def verify(self, package: Path, keyring: Path, *, check: bool = False) -> subprocess.CompletedProcess:
+        """`helm verify`: the package's .prov is signed by a key in `keyring` and its digest matches."""
+        return self.run("verify", package, "--keyring", keyring, check=check)
 
     def push(
         self, package: Path, remote: str, *, plain_http: bool = False, check: bool = True
     ) -> subprocess.CompletedProcess:
-        """`helm push <package.tgz> oci://<registry>/<path>`."""
+        """`helm push <package.tgz> oci://<registry>/<path>` (with its .prov when it lies beside it)."""
         return self.run("push", package, remote, *(["--plain-http"] if plain_http else []), check=check)
 
 
