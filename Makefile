@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 EXAMPLE ?= values-examples/mwms-cpu.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help setup check test lint golden test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench clean
+.PHONY: help setup check test lint golden test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench package publish clean
 .DEFAULT_GOAL := help
 
 help:  ## this list of targets
@@ -74,6 +74,16 @@ render: setup  ## print every pod's TF_CONFIG for EXAMPLE
 
 docs: setup  ## regenerate charts/tf-cluster/README.md from the values' `# --` comments
 	$(TOOLS)/helm-docs --chart-search-root charts --template-files README.md.gotmpl
+
+KEY ?=
+KEYRING ?=
+package: setup  ## the chart as a reproducible build/package/tf-cluster-<version>.tgz (KEY=name KEYRING=secring.gpg signs it)
+	$(VENV)/bin/tf-cluster package $(if $(KEY),--key "$(KEY)" --keyring "$(KEYRING)")
+
+REGISTRY ?=
+publish: package  ## push the package (and .prov) to REGISTRY=oci://host/path (PLAIN_HTTP=1 for a local registry)
+	@test -n "$(REGISTRY)" || { echo "make publish REGISTRY=oci://<registry>/<path>"; exit 2; }
+	$(VENV)/bin/tf-cluster publish $(REGISTRY) $(if $(PLAIN_HTTP),--plain-http)
 
 bench: setup  ## print render time and TF_CONFIG size at scale, and the demo's time isolated vs plain
 	$(PY) tests/bench/bench_render.py
