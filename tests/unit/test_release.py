@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -28,13 +27,8 @@ def commit(repo, message):
     subprocess.run(["git", "-C", str(repo), "commit", "-qam", message], check=True)
 
 
-def package(repo, out, helm_major="4", **sign) -> Path:
-    """What `tf-cluster package` does, for the chart of another clone."""
-    staged = release.stage(
-        out / "src" / "tf-cluster", release.source_epoch(cwd=repo), chart=repo / "charts" / "tf-cluster"
-    )
-    helm.Helm(helm_major).package(out, chart=staged, **sign)
-    return out / f"tf-cluster-{release.chart_version(staged)}.tgz"
+def package(repo, out, major="4", **sign) -> Path:
+    return release.package(out, repo=repo, major=major, **sign)
 
 
 def sha256(path) -> str:
@@ -140,30 +134,9 @@ def test_two_fresh_clones_package_to_identical_bytes(tmp_path):
     assert changes == release.artifacthub_changes(section) and changes
 
 
-@pytest.fixture(scope="module")
-def keyrings(tmp_path_factory):
-    """A signing key made here (no passphrase), exported as Helm reads keyrings."""
-    if not shutil.which("gpg"):
-        pytest.skip("gpg (GnuPG) is not installed: apt-get install gnupg to test signed packages")
-    home = tmp_path_factory.mktemp("gnupg")
-    home.chmod(0o700)
-    env = {**os.environ, "GNUPGHOME": str(home)}
-    gpg = ["gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", ""]
-    subprocess.run(
-        [*gpg, "--quick-gen-key", "tf-cluster test <test@example.invalid>", "rsa3072", "sign", "never"],
-        env=env,
-        check=True,
-        capture_output=True,
-    )
-    secring, pubring = home / "secring.gpg", home / "pubring.export.gpg"
-    secring.write_bytes(subprocess.run([*gpg, "--export-secret-keys"], env=env, check=True, capture_output=True).stdout)
-    pubring.write_bytes(subprocess.run(["gpg", "--batch", "--export"], env=env, check=True, capture_output=True).stdout)
-    return secring, pubring
-
-
 @pytest.mark.parametrize("major", ["4", "3"])
-def test_a_signed_package_verifies_and_a_tampered_one_is_refused(tmp_path, keyrings, major):
-    secring, pubring = keyrings
+def test_a_signed_package_verifies_and_a_tampered_one_is_refused(tmp_path, signing_keyrings, major):
+    secring, pubring = signing_keyrings
     tgz = package(ROOT, tmp_path, major, sign_key="tf-cluster test", keyring=secring)
     prov = tgz.with_name(tgz.name + ".prov")
     assert prov.is_file() and "-----BEGIN PGP SIGNATURE-----" in prov.read_text()

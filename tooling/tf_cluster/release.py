@@ -20,7 +20,7 @@ from pathlib import Path
 
 import yaml
 
-from . import CHART, ROOT
+from . import CHART, ROOT, helm
 from .errors import UsageError
 
 TAG_PREFIX = "tf-cluster-"
@@ -141,7 +141,7 @@ def check_version(cwd: Path = ROOT) -> str:
 
 
 def source_epoch(cwd: Path = ROOT) -> int:
-    """SOURCE_DATE_EPOCH, else the commit time of the last commit that touched the chart."""
+    """SOURCE_DATE_EPOCH, else the commit time of the last commit that touched the chart in `cwd`."""
     if os.environ.get("SOURCE_DATE_EPOCH"):
         return int(os.environ["SOURCE_DATE_EPOCH"])
     try:
@@ -173,3 +173,23 @@ def stage(dest: Path, epoch: int, chart: Path = CHART) -> Path:
     for path in [dest, *dest.rglob("*")]:
         os.utime(path, (epoch, epoch), follow_symlinks=False)
     return dest
+
+
+def package(
+    out: Path,
+    *,
+    repo: Path = ROOT,
+    major: str = "4",
+    sign_key: str | None = None,
+    keyring: Path | None = None,
+    passphrase_file: Path | None = None,
+) -> Path:
+    """The chart of `repo` (a checkout) as a reproducible package in `out`; signed with `sign_key`
+    from `keyring` when given (a .prov beside it). Returns the .tgz."""
+    chart = repo / CHART.relative_to(ROOT)
+    staged = stage(out / ".staged" / "tf-cluster", source_epoch(cwd=repo), chart=chart)
+    helm.Helm(major).package(
+        out.resolve(), chart=staged, sign_key=sign_key, keyring=keyring, passphrase_file=passphrase_file
+    )
+    shutil.rmtree(out / ".staged")
+    return out / f"tf-cluster-{chart_version(chart)}.tgz"

@@ -42,17 +42,15 @@ def run_package(args) -> int:
     if args.keyring and not args.key:
         raise UsageError("--keyring is for signing: give --key NAME too")
     epoch = release.source_epoch()
-    staged = release.stage(ROOT / "build" / "package-src" / "tf-cluster", epoch)
     args.destination.mkdir(parents=True, exist_ok=True)
     h = helm.Helm(args.helm)
-    h.package(
-        args.destination.resolve(),
-        chart=staged,
+    tgz = release.package(
+        args.destination,
+        major=args.helm,
         sign_key=args.key,
         keyring=args.keyring,
         passphrase_file=args.passphrase_file,
     )
-    tgz = args.destination / f"tf-cluster-{release.chart_version(staged)}.tgz"
     print(f"[package] {tgz}  sha256 {sha256(tgz)}  (file times {epoch}, Helm {h.version()})", flush=True)
     if args.key:
         print(f"[package] signed by {args.key!r}: {tgz}.prov (helm verify --keyring PUBRING {tgz})", flush=True)
