@@ -88,7 +88,7 @@ class Pod:
 
 def resolve_env(container: dict, *, index: int, namespace: str, node_cpus: int) -> dict[str, str]:
     env: dict[str, str] = {}
-    limits = (container.get("resources") or {}).get("limits") or {}
+    resources = container.get("resources") or {}
     for entry in container.get("env", []):
         name = entry["name"]
         if "value" in entry:
@@ -106,10 +106,12 @@ def resolve_env(container: dict, *, index: int, namespace: str, node_cpus: int) 
         elif "resourceFieldRef" in source:
             ref = source["resourceFieldRef"]
             resource = ref["resource"]
-            if resource != "limits.cpu":
+            if resource not in ("limits.cpu", "requests.cpu"):
                 raise ValueError(f"env {name}: resourceFieldRef {resource} is not supported here")
             divisor = cpu_quantity(ref.get("divisor", "1"))
-            cpus = cpu_quantity(limits["cpu"]) if "cpu" in limits else node_cpus
+            given = (resources.get(resource.split(".")[0]) or {}).get("cpu")
+            # the downward API: an unset limit is the node's allocatable cores, an unset request 0 (-> 1)
+            cpus = cpu_quantity(given) if given is not None else (node_cpus if resource == "limits.cpu" else 0)
             env[name] = str(max(1, math.ceil(cpus / divisor)))
         else:
             env[name] = ""  # secretKeyRef/configMapKeyRef: not known offline

@@ -57,8 +57,13 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- end -}}
 {{- if $v.threads.fromCpuLimit -}}
 {{- /* TF_NUM_INTEROP_THREADS is set by the launcher to max(2, intra-op): 1 deadlocks ParameterServer fit (measured, TF 2.21). */ -}}
+{{- $res := include "tf-cluster.containerResources" (dict "role" .spec "context" $ctx) | fromJson -}}
+{{- $cpu := "limits.cpu" -}}{{- /* without a CPU limit the downward API gives the node's cores */ -}}
+{{- if and (not (hasKey (default dict $res.limits) "cpu")) (hasKey (default dict $res.requests) "cpu") -}}
+{{- $cpu = "requests.cpu" -}}
+{{- end -}}
 {{- range $name := list "TF_NUM_INTRAOP_THREADS" "OMP_NUM_THREADS" -}}
-{{- $env = append $env (dict "name" $name "valueFrom" (dict "resourceFieldRef" (dict "containerName" "tensorflow" "resource" "limits.cpu" "divisor" "1"))) -}}
+{{- $env = append $env (dict "name" $name "valueFrom" (dict "resourceFieldRef" (dict "containerName" "tensorflow" "resource" $cpu "divisor" "1"))) -}}
 {{- end -}}
 {{- end -}}
 {{- if $v.legacyTF1.env -}}

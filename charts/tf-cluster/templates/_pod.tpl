@@ -87,11 +87,7 @@ spec:
           containerPort: {{ $v.port }}
           protocol: TCP
       {{- end }}
-      {{- $resources := deepCopy (default dict $role.resources) -}}
-      {{- with $role.gpus }}
-      {{- $_ := set $resources "limits" (merge (default dict $resources.limits) .) }}
-      {{- $_ := set $resources "requests" (merge (default dict $resources.requests) .) }}
-      {{- end }}
+      {{- $resources := include "tf-cluster.containerResources" (dict "role" $role "context" $ctx) | fromJson -}}
       {{- with $resources }}
       resources:
         {{- toYaml . | nindent 8 }}
@@ -102,4 +98,34 @@ spec:
         {{- include "tf-cluster.volumeMounts" $ctx | nindent 8 }}
   volumes:
     {{- include "tf-cluster.volumes" $ctx | nindent 4 }}
+{{- end -}}
+
+{{/* A training container's resources: the role's, its GPUs as limits and requests, and
+     `resourceDefaults.training` requests where neither a request nor a limit is set.
+     Usage: include "tf-cluster.containerResources" (dict "context" $ "role" $role) | fromJson */}}
+{{- define "tf-cluster.containerResources" -}}
+{{- $resources := deepCopy (default dict .role.resources) -}}
+{{- with .role.gpus }}
+{{- $_ := set $resources "limits" (merge (default dict $resources.limits) .) }}
+{{- $_ := set $resources "requests" (merge (default dict $resources.requests) .) }}
+{{- end }}
+{{- include "tf-cluster.withDefaultRequests" (dict "resources" $resources "defaults" .context.Values.resourceDefaults.training) -}}
+{{- end -}}
+
+{{/* `resources` with a request for each key of `defaults` (cpu, memory) that has neither a
+     request nor a limit; a limit alone is left as it is (Kubernetes requests the limit).
+     Usage: include "tf-cluster.withDefaultRequests" (dict "resources" $r "defaults" $d) | fromJson */}}
+{{- define "tf-cluster.withDefaultRequests" -}}
+{{- $out := deepCopy (default dict .resources) -}}
+{{- $requests := deepCopy (default dict $out.requests) -}}
+{{- $limits := default dict $out.limits -}}
+{{- range $key, $value := (default dict .defaults) -}}
+{{- if and $value (not (hasKey $requests $key)) (not (hasKey $limits $key)) -}}
+{{- $_ := set $requests $key $value -}}
+{{- end -}}
+{{- end -}}
+{{- if $requests -}}
+{{- $_ := set $out "requests" $requests -}}
+{{- end -}}
+{{- toJson $out -}}
 {{- end -}}

@@ -49,7 +49,12 @@ emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code
 {{- define "tf-cluster.volumes" -}}
 {{- $fullname := include "tf-cluster.fullname" . -}}
 - name: tmp
+  {{- with .Values.storage.tmp.sizeLimit }}
+  emptyDir:
+    sizeLimit: {{ . }}
+  {{- else }}
   emptyDir: {}
+  {{- end }}
 - name: launcher
   configMap:
     name: {{ $fullname }}-launcher
@@ -57,7 +62,12 @@ emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code
 {{- $cfg := index $.Values.storage $vol }}
 {{- if eq $cfg.type "emptyDir" }}
 - name: {{ $vol }}
+  {{- with $cfg.size }}
+  emptyDir:
+    sizeLimit: {{ . }}
+  {{- else }}
   emptyDir: {}
+  {{- end }}
 {{- else if has $cfg.type (list "pvc" "existingClaim") }}
 - name: {{ $vol }}
   persistentVolumeClaim:
