@@ -251,25 +251,29 @@ def install_helm(name: str, module: str, version: str) -> None:
     log(f"{name} {version} (built from {module}) -> {dest.relative_to(ROOT)}")
 
 
-HELM_DOCS = "github.com/norwoodj/helm-docs/cmd/helm-docs@v1.14.2"
+GO_TOOLS = {  # built with `go install module@version` into .tools/bin (Go's module cache keeps the sources)
+    # generates the chart's values reference from its `# --` comments
+    "helm-docs": "github.com/norwoodj/helm-docs/cmd/helm-docs@v1.14.2",
+    # validates rendered manifests against Kubernetes' JSON schemas (offline: tf_cluster.schemas)
+    "kubeconform": "github.com/yannh/kubeconform/cmd/kubeconform@v0.8.0",
+}
 
 
-def install_helm_docs() -> None:
-    """helm-docs generates the chart's values reference from its `# --` comments."""
-    dest = TOOLS / "helm-docs"
-    stamp = TOOLS / ".helm-docs.version"
-    if dest.exists() and stamp.exists() and stamp.read_text() == HELM_DOCS:
+def install_go_tool(name: str, module: str) -> None:
+    dest = TOOLS / name
+    stamp = TOOLS / f".{name}.version"
+    if dest.exists() and stamp.exists() and stamp.read_text() == module:
         return
     go = shutil.which("go")
     if not go:
-        raise BootstrapError("helm-docs: Go is needed to build it (apt-get install golang)")
-    log(f"building {HELM_DOCS} with the Go toolchain (~30 s)")
+        raise BootstrapError(f"{name}: Go is needed to build it (apt-get install golang)")
+    log(f"building {module} with the Go toolchain (~30 s)")
     env = dict(os.environ, GOBIN=str(TOOLS), CGO_ENABLED="0")
     try:
-        run([go, "install", HELM_DOCS], env=env)
+        run([go, "install", module], env=env)
     except subprocess.CalledProcessError as e:
-        raise BootstrapError(f"go install {HELM_DOCS} failed: {e.stderr.strip()[-800:]}") from e
-    stamp.write_text(HELM_DOCS)
+        raise BootstrapError(f"go install {module} failed: {e.stderr.strip()[-800:]}") from e
+    stamp.write_text(module)
 
 
 PSSCHECK = ROOT / "tests" / "policy" / "psscheck"
@@ -338,7 +342,8 @@ def main(argv: list[str]) -> int:
                 install_helm(name, module, version)
             for tool in TOOL_LIST:
                 install_tool(tool)
-            install_helm_docs()
+            for name, module in GO_TOOLS.items():
+                install_go_tool(name, module)
             install_psscheck()
         if "venv" in only:
             install_venv()
