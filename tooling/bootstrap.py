@@ -256,6 +256,8 @@ GO_TOOLS = {  # built with `go install module@version` into .tools/bin (Go's mod
     "helm-docs": "github.com/norwoodj/helm-docs/cmd/helm-docs@v1.14.2",
     # validates rendered manifests against Kubernetes' JSON schemas (offline: tf_cluster.schemas)
     "kubeconform": "github.com/yannh/kubeconform/cmd/kubeconform@v0.8.0",
+    # scores manifests against reliability/security practice (exclusions: tests/policy/kube-score.yaml)
+    "kube-score": "github.com/zegl/kube-score/cmd/kube-score@v1.20.0",
 }
 
 

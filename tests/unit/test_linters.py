@@ -1,11 +1,14 @@
-"""The ecosystem's linters over the chart, built from registry packages (kubeconform from its Go
-module, yamllint from PyPI), with the project's own configuration; each shown able to fail."""
+"""The ecosystem's linters over the chart, built from registry packages (kubeconform and kube-score
+from their Go modules, yamllint from PyPI), with the project's own configuration and documented
+exclusions; each shown able to fail."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 
 import pytest
+import yaml
 
 from rendering import EXAMPLES
 from tf_cluster import CHART, ROOT, TOOLS_BIN, helm, validate
@@ -45,3 +48,34 @@ def test_kubeconform_catches_an_unknown_field():
     text = helm.template([EXAMPLES[0]]).replace("completionMode: Indexed", "completionMode: Indexed\n  bogus: 1", 1)
     r = validate.kubeconform(text, VERSIONS[-1])
     assert r.returncode != 0 and "additional properties 'bogus' not allowed" in r.stdout
+
+
+KUBE_SCORE_EXCLUSIONS = yaml.safe_load((ROOT / "tests" / "policy" / "kube-score.yaml").read_text())
+
+
+def kube_score(text: str, ignored) -> list[dict]:
+    """kube-score's findings (grade below OK, not skipped) as {check, object, comment}."""
+    argv = [str(TOOLS_BIN / "kube-score"), "score", "-", "--output-format", "json"]
+    for check in ignored:
+        argv += ["--ignore-test", check]
+    r = subprocess.run(argv, input=text, capture_output=True, text=True)
+    assert r.stdout.strip().startswith("["), r.stderr
+    return [
+        {"check": c["check"]["id"], "object": o["object_name"], "comment": [x["summary"] for x in c["comments"] or []]}
+        for o in json.loads(r.stdout)
+        for c in o["checks"]
+        if not c["skipped"] and c["grade"] < 10
+    ]
+
+
+@pytest.mark.parametrize("values", EXAMPLES, ids=lambda p: p.stem)
+def test_kube_score_finds_nothing_beyond_the_documented_exclusions(values):
+    assert all(len(reason.split()) >= 8 for reason in KUBE_SCORE_EXCLUSIONS.values())  # each says why
+    text = helm.template([values])
+    assert kube_score(text, KUBE_SCORE_EXCLUSIONS) == []
+
+
+def test_every_kube_score_exclusion_still_excludes_a_finding():
+    """Not a blanket list: without the exclusions each one is found in some example."""
+    found = {f["check"] for values in EXAMPLES for f in kube_score(helm.template([values]), ())}
+    assert set(KUBE_SCORE_EXCLUSIONS) <= found, set(KUBE_SCORE_EXCLUSIONS) - found
