@@ -278,6 +278,28 @@ def install_go_tool(name: str, module: str) -> None:
     stamp.write_text(module)
 
 
+CHECKOV = "checkov==3.3.30"
+
+
+def install_checkov() -> None:
+    """Checkov in a virtualenv of its own (its dependencies would fight the project's pins),
+    cached in ~/.cache/tf-cluster/checkov-<version>, linked into .tools/bin."""
+    env_dir = CACHE / CHECKOV.replace("==", "-")
+    exe, dest = env_dir / "bin" / "checkov", TOOLS / "checkov"
+    if not exe.exists():
+        log(f"installing {CHECKOV} into {env_dir} (once; ~2 min)")
+        shutil.rmtree(env_dir, ignore_errors=True)
+        venv.EnvBuilder(with_pip=True).create(env_dir)
+        try:
+            run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", CHECKOV])
+        except subprocess.CalledProcessError as e:
+            shutil.rmtree(env_dir, ignore_errors=True)
+            raise BootstrapError(f"pip install {CHECKOV} failed: {e.stderr.strip()[-800:]}") from e
+    if not dest.exists() or dest.resolve() != exe.resolve():
+        dest.unlink(missing_ok=True)
+        dest.symlink_to(exe)
+
+
 PSSCHECK = ROOT / "tests" / "policy" / "psscheck"
 
 
@@ -347,6 +369,7 @@ def main(argv: list[str]) -> int:
             for name, module in GO_TOOLS.items():
                 install_go_tool(name, module)
             install_psscheck()
+            install_checkov()
         if "venv" in only:
             install_venv()
     except BootstrapError as e:

@@ -79,3 +79,35 @@ def test_every_kube_score_exclusion_still_excludes_a_finding():
     """Not a blanket list: without the exclusions each one is found in some example."""
     found = {f["check"] for values in EXAMPLES for f in kube_score(helm.template([values]), ())}
     assert set(KUBE_SCORE_EXCLUSIONS) <= found, set(KUBE_SCORE_EXCLUSIONS) - found
+
+
+CHECKOV_EXCLUSIONS = yaml.safe_load((ROOT / "tests" / "policy" / "checkov.yaml").read_text())
+
+
+@pytest.fixture(scope="module")
+def rendered_examples(tmp_path_factory):
+    out = tmp_path_factory.mktemp("rendered")
+    for values in EXAMPLES:
+        (out / f"{values.stem}.yaml").write_text(helm.template([values]))
+    return out
+
+
+def checkov(folder, skip) -> dict:
+    argv = [str(TOOLS_BIN / "checkov"), "-d", str(folder), "--framework", "kubernetes", "--quiet", "-o", "json"]
+    argv += ["--skip-check", ",".join(skip)] if skip else []
+    r = subprocess.run(argv, capture_output=True, text=True)
+    report = json.loads(r.stdout)
+    return report[0] if isinstance(report, list) else report
+
+
+def test_checkov_finds_nothing_beyond_the_documented_exclusions(rendered_examples):
+    assert all(len(reason.split()) >= 8 for reason in CHECKOV_EXCLUSIONS.values())  # each says why
+    report = checkov(rendered_examples, CHECKOV_EXCLUSIONS)
+    failed = [(c["check_id"], c["resource"], c["file_path"]) for c in report["results"]["failed_checks"]]
+    assert failed == [] and report["summary"]["passed"] > 100, failed
+    print(f"Checkov over {len(EXAMPLES)} examples: {report['summary']}")
+
+
+def test_every_checkov_exclusion_still_excludes_a_finding(rendered_examples):
+    found = {c["check_id"] for c in checkov(rendered_examples, ())["results"]["failed_checks"]}
+    assert set(CHECKOV_EXCLUSIONS) <= found, set(CHECKOV_EXCLUSIONS) - found

@@ -46,13 +46,22 @@ def test_by_default_every_container_requests_cpu_and_memory_and_every_empty_dir_
 @pytest.mark.parametrize(
     "resources,want,threads",
     [
-        ({"limits": {"cpu": "4", "memory": "8Gi"}}, {"limits": {"cpu": "4", "memory": "8Gi"}}, "limits.cpu"),
-        # a limit alone is kept: Kubernetes requests the limit; only the other resource is filled in
-        ({"limits": {"cpu": "500m"}}, {"limits": {"cpu": "500m"}, "requests": {"memory": "2Gi"}}, "limits.cpu"),
+        # a limit without a request is also requested, as Kubernetes would (written out for quotas and linters)
+        (
+            {"limits": {"cpu": "4", "memory": "8Gi"}},
+            {"limits": {"cpu": "4", "memory": "8Gi"}, "requests": {"cpu": "4", "memory": "8Gi"}},
+            "limits.cpu",
+        ),
+        (
+            {"limits": {"cpu": "500m"}},
+            {"limits": {"cpu": "500m"}, "requests": {"cpu": "500m", "memory": "2Gi"}},
+            "limits.cpu",
+        ),
         ({"requests": {"cpu": "3"}}, {"requests": {"cpu": "3", "memory": "2Gi"}}, "requests.cpu"),
     ],
 )
 def test_a_roles_own_resources_win_and_are_never_contradicted(resources, want, threads):
+    """Never a request above a limit: a default fills only a resource the role leaves unset."""
     docs = render({"roles": {"worker": {"resources": resources}}})
     c = next(d for d in docs if d["kind"] == "Job")["spec"]["template"]["spec"]["containers"][0]
     assert c["resources"] == want and threads_resource(c) == threads

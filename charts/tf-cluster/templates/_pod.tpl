@@ -112,16 +112,20 @@ spec:
 {{- include "tf-cluster.withDefaultRequests" (dict "resources" $resources "defaults" .context.Values.resourceDefaults.training) -}}
 {{- end -}}
 
-{{/* `resources` with a request for each key of `defaults` (cpu, memory) that has neither a
-     request nor a limit; a limit alone is left as it is (Kubernetes requests the limit).
+{{/* `resources` with a request for each key of `defaults` (cpu, memory) that has none: the
+     limit when one is set (what Kubernetes would request, written out), else the default.
      Usage: include "tf-cluster.withDefaultRequests" (dict "resources" $r "defaults" $d) | fromJson */}}
 {{- define "tf-cluster.withDefaultRequests" -}}
 {{- $out := deepCopy (default dict .resources) -}}
 {{- $requests := deepCopy (default dict $out.requests) -}}
 {{- $limits := default dict $out.limits -}}
 {{- range $key, $value := (default dict .defaults) -}}
-{{- if and $value (not (hasKey $requests $key)) (not (hasKey $limits $key)) -}}
+{{- if not (hasKey $requests $key) -}}
+{{- if hasKey $limits $key -}}
+{{- $_ := set $requests $key (get $limits $key) -}}
+{{- else if $value -}}
 {{- $_ := set $requests $key $value -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- if $requests -}}
