@@ -38,9 +38,16 @@ CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
 MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE, MS_RELATIME = 1024, 2048, 4096, 16384, 1 << 18, 1 << 21
 MNT_DETACH, PR_SET_PDEATHSIG = 2, 1
-# statvfs f_flag bits a read-only remount must keep (the kernel refuses to drop locked ones)
-KEEP_FLAGS = {1: MS_RDONLY, 2: MS_NOSUID, 4: MS_NODEV, 8: MS_NOEXEC, 1024: MS_NOATIME, 2048: MS_NODIRATIME}
-KEEP_FLAGS[4096] = MS_RELATIME
+# statvfs f_flag bits (ST_*) a read-only remount must keep: the kernel refuses to drop locked ones
+KEEP_FLAGS = {
+    os.ST_RDONLY: MS_RDONLY,
+    os.ST_NOSUID: MS_NOSUID,
+    os.ST_NODEV: MS_NODEV,
+    os.ST_NOEXEC: MS_NOEXEC,
+    os.ST_NOATIME: MS_NOATIME,
+    os.ST_NODIRATIME: MS_NODIRATIME,
+    os.ST_RELATIME: MS_RELATIME,
+}
 NOT_FROM_HOST = {"/proc", "/tmp"}  # always the task's own
 WRITABLE_HOST = {"/dev", "/sys", "/run"}  # as in a pod: devices stay usable
 
