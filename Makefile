@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 EXAMPLE ?= values-examples/mwms-cpu.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help setup check test lint golden test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench package publish clean
+.PHONY: help setup check check-all test lint golden test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench package publish clean
 .DEFAULT_GOAL := help
 
 help:  ## this list of targets
@@ -20,8 +20,9 @@ setup:  ## venv with pinned deps + pinned helm 4, helm 3, kubectl, helm-docs in 
 K8S_BIN ?= $(HOME)/.cache/tf-cluster/k8s-1.35.4
 export TF_CLUSTER_K8S_BIN := $(K8S_BIN)
 
+MARK ?=
 test: setup lint e2e-bins  ## lint, then the whole suite: chart (Helm 4 and 3), launcher, real TensorFlow, real kube-apiserver
-	$(PY) -m pytest tests --ignore=tests/image -rs $(PYTEST_ARGS)
+	$(PY) -m pytest tests --ignore=tests/image -rs -m "$(MARK)" $(PYTEST_ARGS)
 
 lint: setup  ## ruff (lint + format check) and mypy, configured in pyproject.toml
 	$(VENV)/bin/ruff check .
@@ -31,7 +32,11 @@ lint: setup  ## ruff (lint + format check) and mypy, configured in pyproject.tom
 golden: setup  ## re-render tests/golden/renders (every example, tests/golden/cases, defaults); review with git diff
 	$(PY) tests/golden/update.py
 
-check:  ## what CI runs: `make test`, then the real-node scenarios (`make e2e`; root, ~15-30 min more)
+check:  ## what CI runs: `make test`, then the real-node scenarios (`make e2e`), without the extended ones
+	$(MAKE) test MARK="not extended"
+	$(MAKE) e2e MARK="not extended"
+
+check-all:  ## `make check` with the extended scenarios too (every test; ~10 min more)
 	$(MAKE) test
 	$(MAKE) e2e
 
@@ -54,7 +59,7 @@ e2e-status:  ## is the e2e node up, and what runs on it
 
 e2e: image  ## bring the node (+ Argo CD) up or reuse it, run the cluster and Argo CD scenarios, take it down unless KEEP=1
 	$(NODE) up && TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) \
-	  $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 $(PYTEST_ARGS); \
+	  $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 -m "$(MARK)" $(PYTEST_ARGS); \
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc
 
 BASE ?= localhost/tf-cluster-base:bookworm

@@ -113,7 +113,11 @@ def test_killing_a_mwms_worker_restarts_it_and_training_resumes_from_backup(tmp_
     assert task(c, "worker-0").result["chief"] is True
 
 
-@pytest.mark.parametrize("name", ["legacy-tf1-flags", "storage-tensorboard"])
+@pytest.mark.parametrize(
+    "name",
+    # storage-tensorboard also renders, validates and lints in every run, and Argo CD changes its TensorBoard
+    ["legacy-tf1-flags", pytest.param("storage-tensorboard", marks=pytest.mark.extended)],
+)
 def test_the_other_cpu_examples_run_to_completion(name, tmp_path):
     extra = {**FAST, "env": FAST["env"] + [{"name": "TRAIN_STEPS", "value": "120"}]}
     c = cluster(tmp_path, EX / f"{name}.yaml", extra)

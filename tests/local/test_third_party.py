@@ -46,6 +46,7 @@ def test_the_parameter_server_tutorial_fails_locally_as_on_kubernetes(tmp_path, 
     assert "chief-0: /tmp/my_working_dir" in out  # what it left where only it could see it
 
 
+@pytest.mark.extended  # CI keeps the PS tutorial and TensorFlow's multi-worker tutorial
 def test_kubeflow_dist_mnist_parameter_server_example_passes(tmp_path, capsys):
     rc, out, err = run(tmp_path, capsys, "kubeflow_dist_mnist_ps.py", PS, ["--epochs", "1", "--batch_size", "600"])
     assert rc == 0, out[-3000:] + err[-2000:]
@@ -61,6 +62,7 @@ def test_tensorflow_multi_worker_keras_tutorial_passes_and_shows_keras_progress(
         assert r.startswith("epoch 3/3, loss ") and "accuracy" in r, result
 
 
+@pytest.mark.extended
 def test_kubeflow_multi_worker_keras_example_passes_with_its_tfjob_storage(tmp_path, capsys):
     """Upstream runs it as a TFJob with a claim shared by both workers at /train."""
     args = ["--saved_model_dir", "/mnt/checkpoints/saved_model/", "--checkpoint_dir", "/mnt/checkpoints/checkpoint"]

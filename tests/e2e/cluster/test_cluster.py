@@ -128,7 +128,8 @@ def wait_gone(check, what: str, timeout=120):
 
 
 # ----------------------------------------------------------------- scenarios
-@pytest.mark.parametrize("major", ["4", "3"], ids=["helm4", "helm3"])
+# Helm 3 against a real API server is also covered by tests/e2e/test_apiserver.py in every CI run.
+@pytest.mark.parametrize("major", ["4", pytest.param("3", marks=pytest.mark.extended)], ids=["helm4", "helm3"])
 def test_mwms_cpu_trains_through_cluster_dns_and_exports_the_model(api, ns, major):
     """`tf-cluster smoke` (the user's command) runs the MWMS example; then what only the cluster shows."""
     t0 = time.monotonic()
@@ -203,6 +204,7 @@ def test_parameter_server_with_evaluator_stops_by_itself(api, ns):
     say(f"parameter server + evaluator passed in {time.monotonic() - t0:.0f}s")
 
 
+@pytest.mark.extended  # CI keeps the MWMS deletion and the local ParameterServer kill
 def test_deleting_a_parameter_server_worker_mid_run_still_completes(api, ns):
     install(
         ns,
@@ -296,7 +298,9 @@ def test_a_bad_image_is_reported_and_the_job_fails(api, ns):
     assert kube.job_state(job) == "Failed" and "DeadlineExceeded" in kube.failed_reason(job)
 
 
-@pytest.mark.parametrize("code,reason", [(2, "PodFailurePolicy"), (1, "FailedIndexes")])
+@pytest.mark.parametrize(
+    "code,reason", [(2, "PodFailurePolicy"), pytest.param(1, "FailedIndexes", marks=pytest.mark.extended)]
+)
 def test_a_crashing_trainer_fails_the_job_with_a_reason(api, ns, code, reason):
     """Exit 2 is non-retryable (fails at once); exit 1 is retried up to backoffLimitPerIndex, then fails."""
     install(

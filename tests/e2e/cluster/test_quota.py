@@ -4,6 +4,7 @@ its pods in; without them the quota refuses the `helm test` Pod (the control cas
 
 from __future__ import annotations
 
+import pytest
 from test_cluster import helm_in, say
 
 from tf_cluster import helm, kube
@@ -41,6 +42,7 @@ def test_a_quota_namespace_admits_the_release_and_helm_test_passes(api, ns):
     say(f"quota namespace: release trained and helm test passed; quota used {used}")
 
 
+@pytest.mark.extended
 def test_without_default_requests_the_quota_refuses_the_test_pod(api, ns):
     """The control: the same quota (requests only, no LimitRange) and the defaults emptied."""
     quota(api, ns, limits=False)

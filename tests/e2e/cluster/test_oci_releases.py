@@ -92,6 +92,7 @@ def test_install_by_version_with_verify_then_upgrade_from_the_previous_version(a
     say(f"installed {prev} from {REMOTE}, upgraded to {cur} with --verify: Jobs {sorted(before)} -> {sorted(after)}")
 
 
+@pytest.mark.extended  # CI keeps install by version, upgrade with --verify, and the tampered package
 def test_install_by_digest_and_a_version_only_bump_keeps_the_running_jobs(api, ns, published, tmp_path):
     h = helm_in(ns)
     cur = published["current"]
