@@ -72,6 +72,15 @@ def test_the_version_section_becomes_artifact_hub_changes():
     ]
 
 
+def test_the_release_before_a_version_is_found_by_its_tag(tmp_path):
+    repo = clone(tmp_path / "repo")
+    for v in ("0.9.0", "0.10.0", "1.0.0-rc.1"):
+        subprocess.run(["git", "-C", str(repo), "tag", f"tf-cluster-{v}"], check=True)
+    assert release.last_release(cwd=repo) == ("tf-cluster-1.0.0-rc.1", "1.0.0-rc.1")
+    assert release.last_release(cwd=repo, below="1.0.0-rc.1") == ("tf-cluster-0.10.0", "0.10.0")
+    assert release.last_release(cwd=repo, below="0.0.1") is None
+
+
 @pytest.mark.parametrize(
     "lower,higher", [("0.2.1", "0.3.0"), ("0.9.0", "0.10.0"), ("1.0.0-rc.1", "1.0.0"), ("1.0.0-rc.2", "1.0.0-rc.10")]
 )

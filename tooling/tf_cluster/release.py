@@ -93,9 +93,11 @@ def git(*args: str, cwd: Path = ROOT) -> str:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
 
 
-def last_release(cwd: Path = ROOT) -> tuple[str, str] | None:
-    """(tag, version) of the highest `tf-cluster-<semver>` tag, or None."""
+def last_release(cwd: Path = ROOT, below: str | None = None) -> tuple[str, str] | None:
+    """(tag, version) of the highest `tf-cluster-<semver>` tag (lower than `below`, if given), or None."""
     tags = [t for t in git("tag", "--list", f"{TAG_PREFIX}*", cwd=cwd).split() if SEMVER.match(t[len(TAG_PREFIX) :])]
+    if below:
+        tags = [t for t in tags if semver(t[len(TAG_PREFIX) :]) < semver(below)]
     if not tags:
         return None
     tag = max(tags, key=lambda t: semver(t[len(TAG_PREFIX) :]))

@@ -19,10 +19,10 @@ CHART_REF = f"{REMOTE}/tf-cluster"
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory, signing_keyrings) -> dict:
-    """The last released version (from its tag) and this one, packaged, signed and pushed."""
+    """The release before this chart version (from its tag) and this one, packaged, signed and pushed."""
     secring, pubring = signing_keyrings
-    last = release.last_release()
-    assert last, "no release tag (tf-cluster-<version>) in this clone"
+    last = release.last_release(below=release.chart_version())
+    assert last, "no release tag (tf-cluster-<version>) below this chart version in this clone"
     tag, previous = last
     work = tmp_path_factory.mktemp("release")
     old = work / "old"
