@@ -68,8 +68,8 @@ def test_role_defaults_are_set_once_and_apply_to_every_role(helm_major):
     }
     rendered = pods({**PS, "roleDefaults": shared}, helm_major=helm_major)
     assert {p.role for p in rendered} == set(roles.NAMES)
-    for p in rendered:
-        assert p.container["resources"] == shared["resources"]
+    for p in rendered:  # the limits, and as requests too (written out: quotas count requests)
+        assert p.container["resources"] == {**shared["resources"], "requests": {"cpu": "1", "memory": "2Gi"}}
         assert p.pod_spec["nodeSelector"] == {"pool": "cpu"} and p.pod_spec["priorityClassName"] == "batch"
         assert p.pod_spec["tolerations"] == shared["tolerations"]
 
