@@ -157,21 +157,23 @@ def source_epoch(cwd: Path = ROOT) -> int:
 
 def stage(dest: Path, epoch: int, chart: Path = CHART) -> Path:
     """A copy of the chart ready for `helm package`: `artifacthub.io/changes` from the changelog
-    section of its version, every mtime `epoch`. Returns the copy's path."""
+    section of its version (when it has one), every mtime `epoch`. Returns the copy's path."""
     if dest.exists():
         shutil.rmtree(dest)
     shutil.copytree(chart, dest, ignore=shutil.ignore_patterns("__pycache__"))
     version = chart_version(dest)
-    section = changelog((dest / "CHANGELOG.md").read_text()).get(version)
-    if section is None:
-        raise UsageError(f"CHANGELOG.md has no section for {version}: add it before packaging")
-    changes = yaml.safe_dump(artifacthub_changes(section), sort_keys=False, width=1000).rstrip("\n")
-    chart_yaml = dest / "Chart.yaml"
-    text = chart_yaml.read_text()
-    if "\nannotations:\n" not in text:
-        raise UsageError("Chart.yaml has no annotations: block to add artifacthub.io/changes to")
-    block = "  artifacthub.io/changes: |\n" + "".join(f"    {ln}\n" for ln in changes.splitlines())
-    chart_yaml.write_text(text.replace("\nannotations:\n", "\nannotations:\n" + block, 1))
+    changelog_file = dest / "CHANGELOG.md"
+    # A version released before this changelog form (e.g. 0.2.1, packaged again from its tag) has
+    # no section to turn into annotations; `check_version` requires one for every new version.
+    section = changelog(changelog_file.read_text()).get(version) if changelog_file.exists() else None
+    if section is not None:
+        changes = yaml.safe_dump(artifacthub_changes(section), sort_keys=False, width=1000).rstrip("\n")
+        chart_yaml = dest / "Chart.yaml"
+        text = chart_yaml.read_text()
+        if "\nannotations:\n" not in text:
+            raise UsageError("Chart.yaml has no annotations: block to add artifacthub.io/changes to")
+        block = "  artifacthub.io/changes: |\n" + "".join(f"    {ln}\n" for ln in changes.splitlines())
+        chart_yaml.write_text(text.replace("\nannotations:\n", "\nannotations:\n" + block, 1))
     for path in [dest, *dest.rglob("*")]:
         os.utime(path, (epoch, epoch), follow_symlinks=False)
     return dest

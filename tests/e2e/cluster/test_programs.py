@@ -8,7 +8,6 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 from test_cluster import KUBECONFIG, SMALL, log, pods_of, say
 
 from tf_cluster import ROOT
@@ -37,7 +36,6 @@ def test_kubeflow_multi_worker_keras_example_passes_on_the_node(api, ns):
     say("kubeflow MWMS example passed")
 
 
-@pytest.mark.extended  # CI keeps the PS tutorial (its failure) and the MWMS example
 def test_kubeflow_dist_mnist_parameter_server_example_passes_on_the_node(api, ns):
     r = smoke(ns, "kfps", "kubeflow_dist_mnist_ps.py", PS, ["--epochs", "1", "--batch_size", "600"])
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
