@@ -90,6 +90,8 @@ def test_install_by_version_with_verify_then_upgrade_from_the_previous_version(a
     else:
         assert after == before
     say(f"installed {prev} from {REMOTE}, upgraded to {cur} with --verify: Jobs {sorted(before)} -> {sorted(after)}")
+    assert h.uninstall("rel", wait=True, timeout="5m").returncode == 0  # a training still runs: end it here,
+    # not in the namespace fixture's teardown (120 s, too short for running pods and their claims)
 
 
 @pytest.mark.extended  # CI keeps install by version, upgrade with --verify, and the tampered package
@@ -110,6 +112,7 @@ def test_install_by_digest_and_a_version_only_bump_keeps_the_running_jobs(api, n
     assert job_names(api, ns, "dig") == jobs
     assert pods <= {p.metadata.uid for p in pods_of(api, ns, "dig-tf-cluster-worker")}  # not restarted
     say(f"installed by digest {published['digest'][cur][:19]}...; a version-only bump kept {sorted(jobs)}")
+    assert h.uninstall("dig", wait=True, timeout="5m").returncode == 0
 
 
 def test_a_tampered_package_is_refused_by_install_verify(ns, published, tmp_path):
