@@ -4,6 +4,7 @@ with --verify, and a release of the previous published version upgraded to this 
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 
@@ -21,6 +22,9 @@ CHART_REF = f"{REMOTE}/tf-cluster"
 def published(tmp_path_factory, signing_keyrings) -> dict:
     """The release before this chart version (from its tag) and this one, packaged, signed and pushed."""
     secring, pubring = signing_keyrings
+    # Helm caches pulled charts by name and version: a 0.3.0 pulled by an earlier run (signed by that
+    # run's key) would be verified instead of this run's push. A cache of this run's own:
+    os.environ["HELM_CACHE_HOME"] = str(tmp_path_factory.mktemp("helm-cache"))
     last = release.last_release(below=release.chart_version())
     assert last, "no release tag (tf-cluster-<version>) below this chart version in this clone"
     tag, previous = last
