@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 EXAMPLE ?= values-examples/mwms-cpu.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help setup check check-all test lint golden test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench package publish clean
+.PHONY: help setup check check-all test lint golden test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench package publish release clean
 .DEFAULT_GOAL := help
 
 help:  ## this list of targets
@@ -86,6 +86,9 @@ package: setup  ## the chart as a reproducible build/package/tf-cluster-<version
 	$(VENV)/bin/tf-cluster package $(if $(KEY),--key "$(KEY)" --keyring "$(KEYRING)")
 
 REGISTRY ?=
+release: setup  ## record the committed chart version as released (charts/releases.yaml) and tag it
+	$(VENV)/bin/tf-cluster release
+
 publish: package  ## push the package (and .prov) to REGISTRY=oci://host/path (PLAIN_HTTP=1 for a local registry)
 	@test -n "$(REGISTRY)" || { echo "make publish REGISTRY=oci://<registry>/<path>"; exit 2; }
 	$(VENV)/bin/tf-cluster publish $(REGISTRY) $(if $(PLAIN_HTTP),--plain-http)

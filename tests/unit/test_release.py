@@ -16,19 +16,20 @@ from tf_cluster import CHART, ROOT, helm, release
 from tf_cluster.errors import UsageError
 
 
-def clone(dest):
-    subprocess.run(["git", "clone", "-q", str(ROOT), str(dest)], check=True)
+def clone(dest, *flags):
+    subprocess.run(["git", "clone", "-q", *flags, str(ROOT), str(dest)], check=True)
     for k, v in (("user.email", "test@example.invalid"), ("user.name", "test")):
         subprocess.run(["git", "-C", str(dest), "config", k, v], check=True)
     return dest
 
 
 def commit(repo, message):
-    subprocess.run(["git", "-C", str(repo), "commit", "-qam", message], check=True)
+    subprocess.run(["git", "-C", str(repo), "add", "--all"], check=True)
+    subprocess.run(["git", "-C", str(repo), "commit", "-qm", message], check=True)
 
 
 def package(repo, out, major="4", **sign) -> Path:
-    return release.package(out, repo=repo, major=major, **sign)
+    return release.package(out, chart=repo / "charts" / "tf-cluster", major=major, **sign)
 
 
 def sha256(path) -> str:
@@ -38,13 +39,24 @@ def sha256(path) -> str:
 # ----------------------------------------------------------------- changelog
 
 
-def test_every_release_tag_and_the_chart_version_have_a_changelog_section():
+def test_every_release_and_the_chart_version_have_a_changelog_section():
     sections = release.changelog((CHART / "CHANGELOG.md").read_text())
-    tags = subprocess.run(["git", "-C", str(ROOT), "tag", "--list", "tf-cluster-*"], capture_output=True, text=True)
-    versions = [t.removeprefix("tf-cluster-") for t in tags.stdout.split()]
-    assert versions, "no release tags in this clone (git clone copies them; a shallow fetch may not)"
-    for v in [*versions, release.chart_version()]:
+    recorded = release.releases()
+    assert recorded, "charts/releases.yaml records no release"
+    for v in [*(r.version for r in recorded), release.chart_version()]:
         assert v in sections and sections[v].date, f"CHANGELOG.md has no dated section for {v}"
+
+
+def test_release_tags_where_present_point_at_the_recorded_trees():
+    """Clones without tags (CI checkouts) rely on the record alone; where tags are, they agree."""
+    tags = set(release.git("tag", "--list", f"{release.TAG_PREFIX}*").split())
+    checked = []
+    for r in release.releases():
+        if r.tag in tags:
+            assert release.git("rev-parse", f"{r.tag}:charts/tf-cluster").strip() == r.tree, r
+            checked.append(r.version)
+    print(f"tags checked against charts/releases.yaml: {checked or 'none in this clone'}")
+    assert not tags - {r.tag for r in release.releases()}, "a tf-cluster-* tag without a record entry"
 
 
 def test_the_version_section_becomes_artifact_hub_changes():
@@ -72,13 +84,15 @@ def test_the_version_section_becomes_artifact_hub_changes():
     ]
 
 
-def test_the_release_before_a_version_is_found_by_its_tag(tmp_path):
-    repo = clone(tmp_path / "repo")
-    for v in ("0.9.0", "0.10.0", "1.0.0-rc.1"):
-        subprocess.run(["git", "-C", str(repo), "tag", f"tf-cluster-{v}"], check=True)
-    assert release.last_release(cwd=repo) == ("tf-cluster-1.0.0-rc.1", "1.0.0-rc.1")
-    assert release.last_release(cwd=repo, below="1.0.0-rc.1") == ("tf-cluster-0.10.0", "0.10.0")
-    assert release.last_release(cwd=repo, below="0.0.1") is None
+def test_the_release_before_a_version_is_found_in_the_record(tmp_path):
+    (tmp_path / "charts").mkdir()
+    (tmp_path / "charts" / "releases.yaml").write_text(
+        "releases:\n"
+        + "".join(f"  - {{version: {v}, tree: {'0' * 40}, epoch: 1}}\n" for v in ("0.10.0", "1.0.0-rc.1", "0.9.0"))
+    )
+    assert release.last_release(cwd=tmp_path).version == "1.0.0-rc.1"
+    assert release.last_release(cwd=tmp_path, below="1.0.0-rc.1").version == "0.10.0"
+    assert release.last_release(cwd=tmp_path, below="0.0.1") is None
 
 
 @pytest.mark.parametrize(
@@ -96,15 +110,22 @@ def test_the_version_policy_holds_for_this_checkout():
 
 
 def test_a_chart_change_without_a_version_bump_is_refused_and_a_bump_passes(tmp_path):
-    repo = clone(tmp_path / "repo")
-    subprocess.run(["git", "-C", str(repo), "tag", f"tf-cluster-{release.chart_version()}"], check=False)
-    assert "unchanged since" in release.check_version(cwd=repo)
+    repo = clone(tmp_path / "repo", "--no-tags")  # as CI checks out: the record, no tags
+    version = release.chart_version(repo / "charts" / "tf-cluster")
+    if version not in {r.version for r in release.releases(repo)}:
+        release.record_release(cwd=repo, tag=False)  # this version released, as `make release` would
+        commit(repo, "release")
+    assert "unchanged since its release" in release.check_version(cwd=repo)
     helpers = repo / "charts" / "tf-cluster" / "templates" / "_helpers.tpl"
     helpers.write_text(helpers.read_text() + "\n{{/* a change */}}\n")
-    commit(repo, "change a template")
-    version = release.chart_version(repo / "charts" / "tf-cluster")
-    with pytest.raises(UsageError, match=rf"changed since tf-cluster-{version} \(charts/tf-cluster/templates/_helpers"):
-        release.check_version(cwd=repo)
+    for state in ("on disk", "committed"):
+        refused = rf"changed since release {version} \(charts/tf-cluster/templates/_helpers"
+        with pytest.raises(UsageError, match=refused):
+            release.check_version(cwd=repo)
+        with pytest.raises(UsageError, match=r"(not committed|already released)"):
+            release.record_release(cwd=repo, tag=False)
+        if state == "on disk":
+            commit(repo, "change a template")
     chart_yaml = repo / "charts" / "tf-cluster" / "Chart.yaml"
     major, minor, _ = version.split(".")
     bumped = f"{major}.{int(minor) + 1}.0"
@@ -119,6 +140,21 @@ def test_a_chart_change_without_a_version_bump_is_refused_and_a_bump_passes(tmp_
     )
     commit(repo, "bump")
     assert release.check_version(cwd=repo).startswith(f"chart {bumped} > {version}")
+    entry = release.record_release(cwd=repo)
+    assert release.git("rev-parse", f"{entry.tag}:charts/tf-cluster", cwd=repo).strip() == entry.tree
+    assert release.last_release(cwd=repo) == entry
+
+
+def test_the_previous_release_packages_from_the_record_in_a_clone_without_tags(tmp_path):
+    repo = clone(tmp_path / "repo", "--no-tags")
+    previous = release.last_release(cwd=repo, below=release.chart_version())
+    assert previous is not None
+    chart = release.export(previous, tmp_path / "old" / "tf-cluster", cwd=repo)
+    assert release.chart_version(chart) == previous.version
+    tgz = release.package(tmp_path / "out", chart=chart, epoch=previous.epoch)
+    with tarfile.open(tgz) as tar:
+        assert {m.mtime for m in tar.getmembers()} == {previous.epoch}
+    print(f"\n{tgz.name} from tree {previous.tree[:12]}: sha256 {sha256(tgz)}")
 
 
 # ----------------------------------------------------------------- packages

@@ -1,7 +1,8 @@
 """Chart releases: the version policy, the changelog, reproducible packages.
 
-- Version policy: a chart changed since the last release tag (`tf-cluster-<version>`) must carry
-  a greater SemVer version and a CHANGELOG section for it (`check_version`).
+- Version policy: a chart that differs from the last release (recorded in charts/releases.yaml:
+  version, chart tree, package time; tagged `tf-cluster-<version>`) must carry a greater SemVer
+  version and a CHANGELOG section for it (`check_version`).
 - CHANGELOG.md (Keep a Changelog) is the one source of the release notes; its section for the
   packaged version becomes the package's `artifacthub.io/changes` (`artifacthub_changes`).
 - Packages are byte-reproducible: the chart is copied, every file's mtime set to one epoch
@@ -11,10 +12,13 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
 import subprocess
+import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +28,7 @@ from . import CHART, ROOT, helm
 from .errors import UsageError
 
 TAG_PREFIX = "tf-cluster-"
+RELEASES = ROOT / "charts" / "releases.yaml"  # the record of released versions
 KINDS = {"Added": "added", "Changed": "changed", "Deprecated": "deprecated", "Removed": "removed"}
 KINDS |= {"Fixed": "fixed", "Security": "security"}  # Artifact Hub's kinds; other headings stay out
 SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
@@ -89,25 +94,60 @@ def artifacthub_changes(section: Section) -> list[dict[str, str]]:
 # ----------------------------------------------------------------- version policy
 
 
-def git(*args: str, cwd: Path = ROOT) -> str:
-    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+def git(*args: str, cwd: Path = ROOT, env: dict | None = None) -> str:
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True, env=env).stdout
 
 
-def last_release(cwd: Path = ROOT, below: str | None = None) -> tuple[str, str] | None:
-    """(tag, version) of the highest `tf-cluster-<semver>` tag (lower than `below`, if given), or None."""
-    tags = [t for t in git("tag", "--list", f"{TAG_PREFIX}*", cwd=cwd).split() if SEMVER.match(t[len(TAG_PREFIX) :])]
-    if below:
-        tags = [t for t in tags if semver(t[len(TAG_PREFIX) :]) < semver(below)]
-    if not tags:
-        return None
-    tag = max(tags, key=lambda t: semver(t[len(TAG_PREFIX) :]))
-    return tag, tag[len(TAG_PREFIX) :]
+@dataclass(frozen=True)
+class Release:
+    """A released version as `charts/releases.yaml` records it."""
+
+    version: str
+    tree: str  # git tree of charts/tf-cluster at the release
+    epoch: int  # the file time of its package (SOURCE_DATE_EPOCH)
+
+    @property
+    def tag(self) -> str:
+        return TAG_PREFIX + self.version
+
+
+def releases(cwd: Path = ROOT) -> list[Release]:
+    """The released versions recorded in `charts/releases.yaml`, lowest first."""
+    path = cwd / RELEASES.relative_to(ROOT)
+    data = yaml.safe_load(path.read_text()) if path.exists() else None
+    found = [Release(str(r["version"]), str(r["tree"]), int(r["epoch"])) for r in (data or {}).get("releases") or []]
+    return sorted(found, key=lambda r: semver(r.version))
+
+
+def last_release(cwd: Path = ROOT, below: str | None = None) -> Release | None:
+    """The highest recorded release (lower than `below`, if given), or None."""
+    found = [r for r in releases(cwd) if below is None or semver(r.version) < semver(below)]
+    return found[-1] if found else None
+
+
+def chart_tree(cwd: Path = ROOT) -> str:
+    """The git tree of the chart directory as it is on disk (uncommitted and untracked files
+    included, ignored ones not): written through a scratch index, the checkout's own untouched."""
+    rel = str(CHART.relative_to(ROOT))
+    with tempfile.TemporaryDirectory() as scratch:
+        env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
+        git("add", "--all", "--", rel, cwd=cwd, env=env)
+        return git("write-tree", f"--prefix={rel}/", cwd=cwd, env=env).strip()
+
+
+def changed_files(old_tree: str, new_tree: str, cwd: Path = ROOT) -> list[str]:
+    """Files that differ between two chart trees (empty when git lacks the old one: a shallow clone)."""
+    try:
+        names = git("diff", "--name-only", old_tree, new_tree, cwd=cwd).split()
+    except subprocess.CalledProcessError:
+        return []
+    return [f"{CHART.relative_to(ROOT)}/{n}" for n in names]
 
 
 def check_version(cwd: Path = ROOT) -> str:
-    """What `ct lint --check-version-increment` checks, plus the changelog: a chart changed since
-    the last release tag has a greater version and a CHANGELOG section for it. Returns a line
-    saying what was checked; raises UsageError naming what to do."""
+    """What `ct lint --check-version-increment` checks, plus the changelog: a chart that is not
+    exactly a released version's has a version above the last release and a CHANGELOG section
+    for it. Returns a line saying what was checked; raises UsageError naming what to do."""
     chart = cwd / CHART.relative_to(ROOT)
     version = chart_version(chart)
     semver(version)
@@ -117,26 +157,66 @@ def check_version(cwd: Path = ROOT) -> str:
             f"charts/tf-cluster/CHANGELOG.md has no section for the chart version {version}: add "
             f"'## [{version}] - YYYY-MM-DD' with what changed (Added/Changed/Fixed ..., Upgrade notes)"
         )
+    recorded = {r.version: r for r in releases(cwd)}
     last = last_release(cwd)
     if last is None:
-        return f"chart {version}: no release tag yet (tags are {TAG_PREFIX}<version>)"
-    tag, released = last
-    changed = git("diff", "--name-only", tag, "--", str(chart.relative_to(cwd)), cwd=cwd).split()
-    changed += [
-        f
-        for f in git("ls-files", "--others", "--exclude-standard", "--", str(chart.relative_to(cwd)), cwd=cwd).split()
-        if f not in changed
-    ]
-    if not changed:
-        return f"chart {version}: unchanged since {tag}"
-    if semver(version) <= semver(released):
+        return f"chart {version}: no release recorded yet (charts/releases.yaml)"
+    tree = chart_tree(cwd)
+    same = recorded.get(version)
+    if same is not None and same.tree == tree:
+        return f"chart {version}: unchanged since its release (tree {tree[:12]})"
+    if same is not None or semver(version) <= semver(last.version):
+        base = same or last
+        changed = changed_files(base.tree, tree, cwd)
         shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
         raise UsageError(
-            f"the chart changed since {tag} ({shown}) but charts/tf-cluster/Chart.yaml still says version "
-            f"{version}: bump it above {released} (SemVer: a values-breaking change is a major bump, a "
-            "new value a minor one, a fix a patch) and describe it in CHANGELOG.md"
+            f"the chart changed since release {base.version} ({shown or f'tree {base.tree[:12]} -> {tree[:12]}'}) but "
+            f"charts/tf-cluster/Chart.yaml still says version {version}: bump it above {last.version} (SemVer: a "
+            "values-breaking change is a major bump, a new value a minor one, a fix a patch) and describe it in "
+            "CHANGELOG.md"
         )
-    return f"chart {version} > {released} ({tag}); {len(changed)} file(s) changed since"
+    changed = changed_files(last.tree, tree, cwd)
+    return f"chart {version} > {last.version} (the last release); {len(changed)} file(s) changed since"
+
+
+def record_release(cwd: Path = ROOT, tag: bool = True) -> Release:
+    """Record the chart version at HEAD as released (`tf-cluster release`): its committed chart
+    tree and package time appended to charts/releases.yaml, and a tag `tf-cluster-<version>`."""
+    rel = str(CHART.relative_to(ROOT))
+    version = chart_version(cwd / rel)
+    tree = chart_tree(cwd)
+    head = git("rev-parse", f"HEAD:{rel}", cwd=cwd).strip()
+    if tree != head:
+        raise UsageError(f"{rel} has changes that are not committed: commit them, then release")
+    if version in {r.version for r in releases(cwd)}:
+        raise UsageError(f"version {version} is already released (charts/releases.yaml): bump Chart.yaml")
+    print(check_version(cwd))
+    if not changelog((cwd / rel / "CHANGELOG.md").read_text())[version].date:
+        raise UsageError(f"CHANGELOG.md's section [{version}] has no date: '## [{version}] - YYYY-MM-DD'")
+    entry = Release(version, tree, source_epoch(cwd))
+    path = cwd / RELEASES.relative_to(ROOT)
+    with path.open("a") as f:
+        f.write(f"  - {{version: {entry.version}, tree: {entry.tree}, epoch: {entry.epoch}}}\n")
+    if tag:
+        git("tag", entry.tag, cwd=cwd)
+    return entry
+
+
+def export(rel: Release, dest: Path, cwd: Path = ROOT) -> Path:
+    """The chart directory of a released version, from git's objects (no tag needed)."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir(parents=True)
+    try:
+        archive = subprocess.run(["git", "archive", rel.tree], cwd=cwd, capture_output=True, check=True).stdout
+    except subprocess.CalledProcessError as e:
+        raise UsageError(
+            f"release {rel.version}: git has no tree {rel.tree} here ({e.stderr.decode().strip()}): "
+            "a shallow clone? `git fetch --unshallow`"
+        ) from None
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(dest, filter="data")
+    return dest
 
 
 # ----------------------------------------------------------------- packages
@@ -182,16 +262,19 @@ def stage(dest: Path, epoch: int, chart: Path = CHART) -> Path:
 def package(
     out: Path,
     *,
-    repo: Path = ROOT,
+    chart: Path = CHART,
+    epoch: int | None = None,
     major: str = "4",
     sign_key: str | None = None,
     keyring: Path | None = None,
     passphrase_file: Path | None = None,
 ) -> Path:
-    """The chart of `repo` (a checkout) as a reproducible package in `out`; signed with `sign_key`
-    from `keyring` when given (a .prov beside it). Returns the .tgz."""
-    chart = repo / CHART.relative_to(ROOT)
-    staged = stage(out / ".staged" / "tf-cluster", source_epoch(cwd=repo), chart=chart)
+    """`chart` (default: this checkout's) as a reproducible package in `out`, its files dated
+    `epoch` (default: `source_epoch` of the checkout holding it); signed with `sign_key` from
+    `keyring` when given (a .prov beside it). Returns the .tgz."""
+    if epoch is None:
+        epoch = source_epoch(cwd=chart.parent.parent)
+    staged = stage(out / ".staged" / "tf-cluster", epoch, chart=chart)
     helm.Helm(major).package(
         out.resolve(), chart=staged, sign_key=sign_key, keyring=keyring, passphrase_file=passphrase_file
     )

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 
 import pytest
 from node.argocd import REGISTRY  # tests/e2e/cluster/node (the e2e harness)
 from test_cluster import EX, SMALL, helm_in, pods_of, say
 
-from tf_cluster import ROOT, helm, kube, release
+from tf_cluster import CHART, helm, kube, release
 
 REMOTE = f"oci://{REGISTRY}/releases"
 CHART_REF = f"{REMOTE}/tf-cluster"
@@ -20,20 +19,21 @@ CHART_REF = f"{REMOTE}/tf-cluster"
 
 @pytest.fixture(scope="module")
 def published(tmp_path_factory, signing_keyrings) -> dict:
-    """The release before this chart version (from its tag) and this one, packaged, signed and pushed."""
+    """The release before this chart version (from charts/releases.yaml) and this one, packaged, signed, pushed."""
     secring, pubring = signing_keyrings
     # Helm caches pulled charts by name and version: a 0.3.0 pulled by an earlier run (signed by that
     # run's key) would be verified instead of this run's push. A cache of this run's own:
     os.environ["HELM_CACHE_HOME"] = str(tmp_path_factory.mktemp("helm-cache"))
     last = release.last_release(below=release.chart_version())
-    assert last, "no release tag (tf-cluster-<version>) below this chart version in this clone"
-    tag, previous = last
+    assert last, "charts/releases.yaml records no release below this chart version"
     work = tmp_path_factory.mktemp("release")
-    old = work / "old"
-    subprocess.run(["git", "clone", "-q", "--branch", tag, str(ROOT), str(old)], check=True, capture_output=True)
-    out: dict = {"previous": previous, "current": release.chart_version(), "pubring": pubring, "digest": {}}
-    for version, repo in ((previous, old), (out["current"], ROOT)):
-        tgz = release.package(work / version, repo=repo, sign_key="tf-cluster test", keyring=secring)
+    old = release.export(last, work / "old" / "tf-cluster")  # from git's objects: no tag needed
+    out: dict = {"previous": last.version, "current": release.chart_version(), "pubring": pubring, "digest": {}}
+    out["launcher_changed"] = release.git("rev-parse", f"{last.tree}:files") != release.git(
+        "rev-parse", f"{release.chart_tree()}:files"
+    )
+    for version, chart, epoch in ((last.version, old, last.epoch), (out["current"], CHART, None)):
+        tgz = release.package(work / version, chart=chart, epoch=epoch, sign_key="tf-cluster test", keyring=secring)
         r = helm.Helm("4").push(tgz, REMOTE, plain_http=True)
         out["digest"][version] = re.search(r"Digest: (sha256:[0-9a-f]{64})", r.stdout + r.stderr).group(1)
         say(f"pushed {tgz.name} ({out['digest'][version][:19]}...) to {REMOTE}")
@@ -86,10 +86,7 @@ def test_install_by_version_with_verify_then_upgrade_from_the_previous_version(a
     after = job_names(api, ns, "rel")
     # 0.3.0's launcher differs from 0.2.1's, and the launcher's checksum is in every pod: a new run
     # (CHANGELOG "Upgrade notes"); the previous run's Jobs are gone with the old manifest.
-    launcher_changed = subprocess.run(
-        ["git", "-C", str(ROOT), "diff", "--quiet", f"tf-cluster-{prev}", "--", "charts/tf-cluster/files"]
-    ).returncode
-    if launcher_changed:
+    if published["launcher_changed"]:
         assert after and after.isdisjoint(before), (before, after)
     else:
         assert after == before

@@ -1,4 +1,4 @@
-"""`tf-cluster package` / `publish`: the chart as a reproducible, optionally signed .tgz, pushed
+"""`tf-cluster package` / `publish` / `release`: the chart as a reproducible, optionally signed .tgz, pushed
 to an OCI registry (see tf_cluster.release for the version policy and how the bytes are fixed)."""
 
 from __future__ import annotations
@@ -31,6 +31,15 @@ def add_parser(sub) -> None:
     p.add_argument("--plain-http", action="store_true", help="the registry speaks HTTP (a local test registry)")
     p.add_argument("--helm", choices=helm.MAJORS, default="4", help="Helm major version (default 4)")
     p.set_defaults(func=run_publish)
+
+    p = sub.add_parser(
+        "release",
+        help="record the committed chart version as released (charts/releases.yaml) and tag it",
+        description="Checks the version policy and the CHANGELOG date, appends the version, its chart "
+        "tree and package time to charts/releases.yaml and tags HEAD tf-cluster-<version>.",
+    )
+    p.add_argument("--no-tag", action="store_true", help="record only; tag yourself")
+    p.set_defaults(func=run_release)
 
 
 def sha256(path: Path) -> str:
@@ -74,4 +83,11 @@ def run_publish(args) -> int:
         ref = f"{args.remote}/tf-cluster"
         print(f"[publish] install it: helm install NAME {ref} --version {release.chart_version()}")
         print(f"[publish]        or: helm install NAME {ref}@{digest.group(1)}", file=sys.stdout, flush=True)
+    return 0
+
+
+def run_release(args) -> int:
+    r = release.record_release(tag=not args.no_tag)
+    print(f"[release] {r.version}: chart tree {r.tree}, package time {r.epoch}, recorded in charts/releases.yaml")
+    print(f"[release] next: git commit charts/releases.yaml; git push origin {r.tag}; make package publish")
     return 0
