@@ -278,6 +278,42 @@ def install_go_tool(name: str, module: str) -> None:
     stamp.write_text(module)
 
 
+# Modules whose go.mod has `replace` directives: `go install module@version` refuses them, so
+# the module is downloaded, copied and built inside the copy (what `make build` does upstream).
+GO_MODULE_BUILDS = {  # name -> (module, version, package, ldflags)
+    # YAML assertions on the rendered chart (tests/chart-unittest/*_test.yaml); links Helm v3's engine
+    "helm-unittest": (
+        "github.com/helm-unittest/helm-unittest",
+        "v1.1.2",
+        "./cmd/helm-unittest",
+        "-X github.com/helm-unittest/helm-unittest/internal/build.version=1.1.2",
+    ),
+}
+
+
+def install_go_module_build(name: str, module: str, version: str, package: str, ldflags: str) -> None:
+    dest = TOOLS / name
+    stamp = TOOLS / f".{name}.version"
+    if dest.exists() and stamp.exists() and stamp.read_text() == f"{module}@{version}":
+        return
+    go = shutil.which("go")
+    if not go:
+        raise BootstrapError(f"{name}: Go is needed to build it (apt-get install golang)")
+    log(f"building {module}@{version} inside a copy of the module (its go.mod has replace directives; ~2 min)")
+    env = dict(os.environ, CGO_ENABLED="0", GOFLAGS="-mod=mod")
+    try:
+        info = json.loads(run([go, "mod", "download", "-json", f"{module}@{version}"], env=env).stdout)
+        with tempfile.TemporaryDirectory() as tmp:
+            src = Path(tmp) / "src"
+            shutil.copytree(info["Dir"], src)
+            for path in [src, *src.rglob("*")]:  # the module cache is read-only
+                path.chmod(path.stat().st_mode | 0o200)
+            run([go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(dest), package], env=env, cwd=src)
+    except subprocess.CalledProcessError as e:
+        raise BootstrapError(f"building {module}@{version} failed: {e.stderr.strip()[-800:]}") from e
+    stamp.write_text(f"{module}@{version}")
+
+
 CHECKOV = "checkov==3.3.30"
 
 
@@ -368,6 +404,8 @@ def main(argv: list[str]) -> int:
                 install_tool(tool)
             for name, module in GO_TOOLS.items():
                 install_go_tool(name, module)
+            for name, build in GO_MODULE_BUILDS.items():
+                install_go_module_build(name, *build)
             install_psscheck()
             install_checkov()
         if "venv" in only:

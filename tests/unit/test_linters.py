@@ -5,6 +5,7 @@ exclusions; each shown able to fail."""
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 
 import pytest
@@ -23,7 +24,9 @@ def yamllint(*paths) -> subprocess.CompletedProcess:
 
 
 def test_yamllint_passes_on_the_charts_yaml_and_the_examples():
-    r = yamllint(CHART / "Chart.yaml", CHART / "values.yaml", ROOT / "values-examples", ROOT / ".yamllint")
+    r = yamllint(
+        CHART / "Chart.yaml", CHART / "values.yaml", ROOT / "values-examples", UNITTEST_SUITES, ROOT / ".yamllint"
+    )
     assert r.returncode == 0, r.stdout
 
 
@@ -111,3 +114,39 @@ def test_checkov_finds_nothing_beyond_the_documented_exclusions(rendered_example
 def test_every_checkov_exclusion_still_excludes_a_finding(rendered_examples):
     found = {c["check_id"] for c in checkov(rendered_examples, ())["results"]["failed_checks"]}
     assert set(CHECKOV_EXCLUSIONS) <= found, set(CHECKOV_EXCLUSIONS) - found
+
+
+# ----------------------------------------------------------------- helm-unittest
+
+UNITTEST_SUITES = ROOT / "tests" / "chart-unittest"
+
+
+def helm_unittest(root=ROOT) -> subprocess.CompletedProcess:
+    """helm-unittest on `root`'s chart with the suites tests/chart-unittest/*_test.yaml (kept
+    outside the chart: not packaged, and a new assertion needs no chart version bump)."""
+    assert (TOOLS_BIN / "helm-unittest").exists(), "make setup builds helm-unittest"
+    suites = "../../tests/chart-unittest/*_test.yaml"  # relative to the chart
+    argv = [str(TOOLS_BIN / "helm-unittest"), "--color=false", "-f", suites, str(CHART.relative_to(ROOT))]
+    return subprocess.run(argv, capture_output=True, text=True, cwd=root)
+
+
+def test_helm_unittest_suites_pass():
+    r = helm_unittest()
+    summary = [ln for ln in r.stdout.splitlines() if ln.startswith(("Test Suites:", "Tests:"))]
+    print("\n".join(summary))
+    assert r.returncode == 0, r.stdout + r.stderr
+    suites = len(list(UNITTEST_SUITES.glob("*_test.yaml")))
+    assert f"Test Suites: {suites} passed, {suites} total" in summary, summary
+
+
+def test_helm_unittest_catches_an_unbounded_emptydir(tmp_path):
+    """The suites bite: a chart whose /tmp lost its sizeLimit fails them."""
+    shutil.copytree(CHART, tmp_path / CHART.relative_to(ROOT))
+    for name in ("tests", "values-examples"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    storage = tmp_path / CHART.relative_to(ROOT) / "templates" / "_storage.tpl"
+    text = storage.read_text()
+    assert "with .Values.storage.tmp.sizeLimit }}" in text
+    storage.write_text(text.replace("with .Values.storage.tmp.sizeLimit }}", "with .Values.storage.tmp.unset }}"))
+    r = helm_unittest(tmp_path)
+    assert r.returncode != 0 and "bounds /tmp by storage.tmp.sizeLimit" in r.stdout, r.stdout
