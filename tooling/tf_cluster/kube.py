@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from . import progress, roles
+from . import gang, progress, roles
 from .errors import RunError
 
 INSTANCE = "app.kubernetes.io/instance"
@@ -243,6 +243,8 @@ def wait_for_jobs(
     t0 = time.monotonic()
     last_line, last_progress = "", 0.0
     stuck_since: float | None = None
+    gang_lines: list[str] = []
+    never, last_gang = False, 0.0
     while True:
         snap = snapshot(api, namespace, release)
         line = snap.role_line() or "no Jobs yet"
@@ -257,6 +259,17 @@ def wait_for_jobs(
         if snap.finished():
             return snap
         stuck = snap.stuck()
+        waiting = {p.metadata.name for g in gang.gangs(snap).values() for p in g.unbound}
+        if waiting and now - last_gang >= (progress_every if gang_lines else 0):
+            # A gang waiting for room is not stuck: it starts whole when room appears (unless it can never fit).
+            gang_lines, never = gang.explain(api, namespace, snap)
+            last_gang = now
+            for ln in gang_lines:
+                say(f"{now - t0:6.1f}s  {ln}")
+        if waiting and not never:
+            stuck = [s for s in stuck if not any(f"pod {n} " in s for n in waiting)]
+        elif waiting:
+            stuck = gang_lines + stuck
         stuck_since = (stuck_since or now) if stuck else None
         if stuck_since is not None and now - stuck_since >= stuck_grace:
             raise RunError(

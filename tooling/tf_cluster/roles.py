@@ -21,6 +21,7 @@ class Role:
     may_lead: bool  # may be the leading Job
     stops_with_leader: tuple[str, ...]  # strategies under which it stops when the leader ends
     max_replicas: int  # 0 = no limit
+    in_gang: bool  # starts all-or-nothing with the other gang roles
 
 
 def load() -> tuple[Role, ...]:
@@ -33,6 +34,7 @@ def load() -> tuple[Role, ...]:
             r["mayLead"],
             tuple(r["stopsWithLeader"]),
             int(r["maxReplicas"]),
+            r["inGang"],
         )
         for r in yaml.safe_load(TABLE.read_text())
     )

@@ -4,11 +4,14 @@ Uses kubernetes-validate, which ships the JSON schemas of each Kubernetes minor
 version inside the package (no network), in strict mode (unknown fields fail).
 The same schemas, written out standalone in kubeconform's layout
 (`standalone_schemas`), let the ecosystem's kubeconform check the same manifests
-(`kubeconform`): two validators, one source of schemas.
+(`kubeconform`): two validators, one source of schemas. The gang schedulers' PodGroups
+(scheduler-plugins, Volcano: their Go modules are refused here) are checked against their
+published CRDs, vendored in `crds/`, with unknown fields refused as well.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -16,6 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+import jsonschema  # type: ignore[import-untyped]
 import kubernetes_validate
 import yaml
 
@@ -40,8 +44,58 @@ def resource_name(doc: dict) -> str:
     return f"{doc.get('kind', '?')}/{(doc.get('metadata') or {}).get('name', '?')}"
 
 
+# ----------------------------------------------------------------- custom resources
+
+CRDS = Path(__file__).parent / "crds"  # vendored CRDs of the gang schedulers the chart can target (see README there)
+
+
+def _strict(node):
+    """A CRD's structural schema as strict JSON Schema: an object that lists its properties and
+    does not preserve unknown fields admits no others (the API server would prune them silently)."""
+    if isinstance(node, list):
+        return [_strict(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: _strict(v) for k, v in node.items() if not k.startswith("x-kubernetes-")}
+    if node.get("type") == "object" and "properties" in node and not node.get("x-kubernetes-preserve-unknown-fields"):
+        out.setdefault("additionalProperties", False)
+    return out
+
+
+@functools.cache
+def crd_schemas() -> dict[tuple[str, str], dict]:
+    """(apiVersion, kind) -> strict JSON Schema, from every CRD under CRDS."""
+    out = {}
+    for path in sorted(CRDS.glob("*.yaml")):
+        for crd in yaml.safe_load_all(path.read_text()):
+            if not crd or crd.get("kind") != "CustomResourceDefinition":
+                continue
+            group, kind = crd["spec"]["group"], crd["spec"]["names"]["kind"]
+            for v in crd["spec"]["versions"]:
+                schema = dict(_strict(v["schema"]["openAPIV3Schema"]))
+                schema["properties"] = {**schema.get("properties", {}), "apiVersion": {"type": "string"}}
+                schema["properties"]["kind"] = {"type": "string"}
+                schema["properties"]["metadata"] = {"type": "object"}
+                out[(f"{group}/{v['name']}", kind)] = schema
+    return out
+
+
+def validate_custom(doc: dict) -> list[Problem] | None:
+    """Problems of a custom resource against its vendored CRD; None when no CRD is vendored for it."""
+    schema = crd_schemas().get((doc.get("apiVersion", ""), doc.get("kind", "")))
+    if schema is None:
+        return None
+    errors = sorted(jsonschema.Draft7Validator(schema).iter_errors(doc), key=lambda e: list(e.path))
+    return [Problem("CRD", resource_name(doc), ".".join(str(p) for p in e.path), e.message) for e in errors]
+
+
 def validate_docs(docs: list[dict], versions=DEFAULT_VERSIONS) -> list[Problem]:
     problems = []
+    for doc in docs:
+        custom = validate_custom(doc)
+        if custom is not None:
+            problems += custom
+    docs = [d for d in docs if (d.get("apiVersion", ""), d.get("kind", "")) not in crd_schemas()]
     for version in versions:
         for doc in docs:
             try:

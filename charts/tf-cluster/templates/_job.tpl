@@ -19,6 +19,9 @@ metadata:
   name: {{ include "tf-cluster.jobName" . }}
   labels:
     {{- include "tf-cluster.componentLabels" (dict "context" $ctx "component" $roleName) | nindent 4 }}
+    {{- with $ctx.Values.scheduling.kueueQueue }}
+    kueue.x-k8s.io/queue-name: {{ . }}
+    {{- end }}
   {{- with $policy.annotations }}
   annotations:
     {{- toYaml . | nindent 4 }}

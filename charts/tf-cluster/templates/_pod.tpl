@@ -12,6 +12,8 @@ Usage: include "tf-cluster.podTemplate" (dict "context" $ "role" "worker" "polic
 {{- $role := include "tf-cluster.role" $r | fromJson -}}
 {{- $traits := include "tf-cluster.traits" $r | fromJson -}}
 {{- $stops := include "tf-cluster.stopsWithLeader" $r -}}
+{{- $inGang := include "tf-cluster.inGang" $r -}}
+{{- $gangMeta := include "tf-cluster.gangPodMeta" $r | fromJson -}}
 metadata:
   labels:
     {{- include "tf-cluster.componentSelectorLabels" (dict "context" $ctx "component" $roleName) | nindent 4 }}
@@ -19,8 +21,14 @@ metadata:
     {{- with $role.podLabels }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
+    {{- with $gangMeta.labels }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   annotations:
     checksum/launcher: {{ $ctx.Files.Get "files/launcher.py" | sha256sum | trunc 16 }}
+    {{- with $gangMeta.annotations }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
     {{- with (merge (deepCopy (default dict $role.podAnnotations)) (deepCopy (default dict $v.podAnnotations))) }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -34,8 +42,12 @@ spec:
   {{- with $role.priorityClassName }}
   priorityClassName: {{ . }}
   {{- end }}
-  {{- with $role.schedulerName }}
+  {{- with $role.schedulerName | default (and $inGang (include "tf-cluster.gangSchedulerName" $ctx)) }}
   schedulerName: {{ . }}
+  {{- end }}
+  {{- if and $inGang (eq (include "tf-cluster.gang" $ctx) "native") }}
+  schedulingGroup:
+    podGroupName: {{ include "tf-cluster.podGroupName" $ctx }}
   {{- end }}
   {{- with $v.imagePullSecrets }}
   imagePullSecrets:

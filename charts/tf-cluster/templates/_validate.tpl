@@ -37,6 +37,20 @@ and nothing renders on failure (Helm renders every template before it prints any
 {{- fail "roles.ps.replicas=0: strategy parameterServer needs at least one parameter server; set roles.ps.replicas to 1 or more" -}}
 {{- end -}}
 {{- end -}}
+{{- if and $v.scheduling.podGroup (eq (toString $v.scheduling.gang) "true") -}}
+{{- fail (printf "scheduling.gang=true and scheduling.podGroup=%s: one gang mechanism per release; set scheduling.gang to auto (the %s PodGroup then takes its place) or scheduling.podGroup to \"\"" $v.scheduling.podGroup $v.scheduling.podGroup) -}}
+{{- end -}}
+{{- if include "tf-cluster.gang" . -}}
+{{- $settings := include "tf-cluster.gangRoleSettings" . | fromJson -}}
+{{- range $key := list "priorityClassName" "schedulerName" -}}
+{{- $byRole := get $settings $key -}}
+{{- if gt (len (values $byRole | uniq)) 1 -}}
+{{- $shown := list -}}
+{{- range $role := keys $byRole | sortAlpha -}}{{- $shown = append $shown (printf "roles.%s.%s=%q" $role $key (get $byRole $role)) -}}{{- end -}}
+{{- fail (printf "scheduling: the gang's pods differ in %s (%s); the scheduler refuses a group whose pods do: set roleDefaults.%s for all of them, or turn the gang off (scheduling.gang=false, scheduling.podGroup=\"\")" $key (join ", " $shown) $key) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $fullname := include "tf-cluster.fullname" . -}}
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname) -}}
 {{- fail (printf "fullname %q (from the release name or fullnameOverride) is not a valid DNS-1035 label: use lowercase letters, digits and '-', starting with a letter" $fullname) -}}

@@ -1,0 +1,106 @@
+{{/*
+All-or-nothing scheduling (values `scheduling`): which gang mechanism the release uses,
+the gang's name and size, and what each gang pod carries to join it. podgroup.yaml
+renders the group object; _pod.tpl calls "tf-cluster.gangPodSpec"/"gangPodMeta".
+*/}}
+
+{{/* The gang mechanism: "native" (Kubernetes' PodGroup, scheduling.k8s.io/v1beta1),
+     "coscheduling", "volcano", or "" (none). */}}
+{{- define "tf-cluster.gang" -}}
+{{- $s := .Values.scheduling -}}
+{{- if $s.podGroup -}}
+{{- $s.podGroup -}}
+{{- else if eq (toString $s.gang) "true" -}}
+native
+{{- else if and (eq (toString $s.gang) "auto") (.Capabilities.APIVersions.Has "scheduling.k8s.io/v1beta1/PodGroup") -}}
+native
+{{- end -}}
+{{- end -}}
+
+{{/* The gang's name: one group per run, `<fullname>[-<run>]` (a new run gets a new group,
+     so the group's immutable fields never block an upgrade). */}}
+{{- define "tf-cluster.podGroupName" -}}
+{{- $suffix := include "tf-cluster.runSuffix" . -}}
+{{- if $suffix -}}
+{{- printf "%s-%s" (include "tf-cluster.fullname" .) $suffix -}}
+{{- else -}}
+{{- include "tf-cluster.fullname" . -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The gang's size: the tasks of the present roles with the inGang trait. */}}
+{{- define "tf-cluster.gangSize" -}}
+{{- $ctx := . -}}
+{{- $n := 0 -}}
+{{- range $role := splitList " " (include "tf-cluster.rolesWith" (dict "context" $ctx "trait" "inGang")) -}}
+{{- $n = add $n (include "tf-cluster.replicas" (dict "context" $ctx "role" $role)) -}}
+{{- end -}}
+{{- $n -}}
+{{- end -}}
+
+{{/* The native PodGroup's disruption mode: "all" or "single" (values scheduling.disruptionMode). */}}
+{{- define "tf-cluster.disruptionMode" -}}
+{{- $m := .Values.scheduling.disruptionMode -}}
+{{- if ne $m "auto" -}}
+{{- $m -}}
+{{- else if eq .Values.strategy "multiWorkerMirrored" -}}
+all
+{{- else -}}
+single
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when a role's pods join the gang. Usage: include "tf-cluster.inGang" (dict "context" $ "role" "worker") */}}
+{{- define "tf-cluster.inGang" -}}
+{{- if include "tf-cluster.gang" .context -}}
+{{- $traits := include "tf-cluster.traits" . | fromJson -}}
+{{- if $traits.inGang -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The scheduler a gang pod uses when its role names none: the gang scheduler's. */}}
+{{- define "tf-cluster.gangSchedulerName" -}}
+{{- $gang := include "tf-cluster.gang" . -}}
+{{- if eq $gang "coscheduling" -}}scheduler-plugins-scheduler
+{{- else if eq $gang "volcano" -}}volcano
+{{- end -}}
+{{- end -}}
+
+{{/* Pod metadata that joins a gang scheduler's PodGroup (labels or annotations), as JSON
+     {"labels": {...}, "annotations": {...}}. Usage: as "tf-cluster.inGang". */}}
+{{- define "tf-cluster.gangPodMeta" -}}
+{{- $out := dict "labels" dict "annotations" dict -}}
+{{- if include "tf-cluster.inGang" . -}}
+{{- $gang := include "tf-cluster.gang" .context -}}
+{{- $name := include "tf-cluster.podGroupName" .context -}}
+{{- if eq $gang "coscheduling" -}}
+{{- $_ := set $out.labels "scheduling.x-k8s.io/pod-group" $name -}}
+{{- else if eq $gang "volcano" -}}
+{{- $_ := set $out.annotations "scheduling.k8s.io/group-name" $name -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* The gang roles' settings that must agree (the scheduler refuses a group whose pods differ
+     in scheduler or priority), as JSON {"priorityClassName": {role: ...}, "schedulerName": {...}}
+     over the present gang roles. */}}
+{{- define "tf-cluster.gangRoleSettings" -}}
+{{- $ctx := . -}}
+{{- $out := dict "priorityClassName" dict "schedulerName" dict -}}
+{{- range $role := splitList " " (include "tf-cluster.rolesWith" (dict "context" $ctx "trait" "inGang")) -}}
+{{- $r := dict "context" $ctx "role" $role -}}
+{{- if gt (int (include "tf-cluster.replicas" $r)) 0 -}}
+{{- $spec := include "tf-cluster.role" $r | fromJson -}}
+{{- $_ := set $out.priorityClassName $role (default "" $spec.priorityClassName) -}}
+{{- $_ := set $out.schedulerName $role (default "" $spec.schedulerName) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* The gang's priority class: the one its pods share ("" = the cluster's default). */}}
+{{- define "tf-cluster.gangPriorityClassName" -}}
+{{- $settings := include "tf-cluster.gangRoleSettings" . | fromJson -}}
+{{- values $settings.priorityClassName | uniq | first | default "" -}}
+{{- end -}}

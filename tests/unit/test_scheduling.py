@@ -1,0 +1,145 @@
+"""All or nothing: the gang the chart renders (Kubernetes' own PodGroup when the cluster serves
+it, a scheduler-plugins or Volcano PodGroup by values, Kueue's queue label), with the real helm
+binaries and the real Kubernetes 1.37 schemas. The scheduler's behaviour is the e2e node's
+(tests/e2e/cluster/test_gang.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from rendering import EXAMPLES, HELM_VERSIONS
+from tf_cluster import ROOT, helm, validate
+
+GANG_API = "scheduling.k8s.io/v1beta1/PodGroup"
+MWMS = ROOT / "values-examples" / "mwms-cpu.yaml"
+PS_EVAL = ROOT / "values-examples" / "parameter-server-evaluator.yaml"
+
+
+def render(files=(MWMS,), sets=(), api=True, major="4") -> list[dict]:
+    text = helm.Helm(major).template("rel", helm.Values.of(files, sets), api_versions=[GANG_API] if api else [])
+    return helm.parse(text)
+
+
+def kind(docs, k, api_prefix=""):
+    return [d for d in docs if d["kind"] == k and d["apiVersion"].startswith(api_prefix)]
+
+
+def pod_specs(docs) -> dict[str, dict]:
+    return {d["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"]["template"] for d in kind(docs, "Job")}
+
+
+@pytest.mark.parametrize("major", HELM_VERSIONS)
+def test_auto_renders_no_gang_where_the_api_is_not_served(major):
+    docs = render(api=False, major=major)
+    assert not kind(docs, "PodGroup")
+    assert all("schedulingGroup" not in t["spec"] for t in pod_specs(docs).values())
+
+
+@pytest.mark.parametrize("major", HELM_VERSIONS)
+@pytest.mark.parametrize(
+    "files,size,mode", [((MWMS,), 2, "all"), ((PS_EVAL,), 4, "single")], ids=["mwms", "ps+evaluator"]
+)
+def test_auto_gangs_the_training_tasks_where_the_api_is_served(major, files, size, mode):
+    docs = render(files, major=major)
+    (group,) = kind(docs, "PodGroup", "scheduling.k8s.io/")
+    assert group["spec"]["schedulingPolicy"] == {"gang": {"minCount": size}}
+    assert group["spec"]["disruptionMode"] == {mode: {}}
+    name = group["metadata"]["name"]
+    jobs = kind(docs, "Job")
+    assert all(j["metadata"]["name"].endswith(name.rsplit("-", 1)[1]) for j in jobs)  # one group per run
+    for role, template in pod_specs(docs).items():
+        joined = template["spec"].get("schedulingGroup")
+        assert joined == (None if role == "evaluator" else {"podGroupName": name}), role
+    in_gang = sum(
+        j["spec"]["completions"] for j in jobs if j["metadata"]["labels"]["app.kubernetes.io/component"] != "evaluator"
+    )
+    assert in_gang == size
+
+
+def test_the_gang_validates_against_the_kubernetes_1_37_schemas():
+    text = helm.Helm("4").template("rel", helm.Values.of([PS_EVAL]), api_versions=[GANG_API])
+    assert validate.validate_docs(helm.parse(text), ("1.37",)) == []
+    r = validate.kubeconform(text, "1.37")
+    assert r.returncode == 0 and "Invalid: 0, Errors: 0" in r.stdout, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize(
+    "sets,api,expected",
+    [
+        (["scheduling.gang=false"], True, None),
+        (["scheduling.gang=true"], False, {"all": {}}),
+        (["scheduling.disruptionMode=single"], True, {"single": {}}),
+    ],
+    ids=["off-although-served", "on-although-not-served", "disruption-override"],
+)
+def test_gang_and_disruption_values(sets, api, expected):
+    groups = kind(render(sets=sets, api=api), "PodGroup")
+    assert [g["spec"]["disruptionMode"] for g in groups] == ([expected] if expected else [])
+
+
+def test_a_new_run_gets_a_new_group_and_a_label_change_keeps_it():
+    base = kind(render(), "PodGroup")[0]["metadata"]["name"]
+    assert kind(render(sets=["roles.worker.replicas=3"]), "PodGroup")[0]["metadata"]["name"] != base
+    same = render(sets=["scheduling.kueueQueue=team-a"])
+    assert kind(same, "PodGroup")[0]["metadata"]["name"] == base
+
+
+@pytest.mark.parametrize(
+    "pod_group,scheduler,joins",
+    [
+        ("coscheduling", "scheduler-plugins-scheduler", ("labels", "scheduling.x-k8s.io/pod-group")),
+        ("volcano", "volcano", ("annotations", "scheduling.k8s.io/group-name")),
+    ],
+)
+def test_a_gang_schedulers_podgroup_by_values(pod_group, scheduler, joins):
+    docs = render((PS_EVAL,), [f"scheduling.podGroup={pod_group}"], api=True)
+    (group,) = kind(docs, "PodGroup")
+    assert not group["apiVersion"].startswith("scheduling.k8s.io/")  # takes the place of the native gang
+    assert group["spec"]["minMember"] == 4
+    where, key = joins
+    for role, template in pod_specs(docs).items():
+        spec, meta = template["spec"], template["metadata"]
+        assert "schedulingGroup" not in spec
+        if role == "evaluator":
+            assert key not in meta.get(where, {}) and "schedulerName" not in spec
+        else:
+            assert meta[where][key] == group["metadata"]["name"] and spec["schedulerName"] == scheduler, role
+    own = render((PS_EVAL,), [f"scheduling.podGroup={pod_group}", "roleDefaults.schedulerName=my-gang"])
+    assert {t["spec"]["schedulerName"] for t in pod_specs(own).values()} == {"my-gang"}
+
+
+def test_kueue_queue_label_on_every_job_and_no_suspend():
+    docs = render((PS_EVAL,), ["scheduling.kueueQueue=team-a"], api=False)
+    jobs = kind(docs, "Job")
+    assert len(jobs) == 4 and all(j["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a" for j in jobs)
+    assert all("suspend" not in j["spec"] for j in jobs)  # Kueue suspends and admits them itself
+    plain = kind(render((PS_EVAL,), api=False), "Job")
+    assert [j["metadata"]["name"] for j in plain] == [j["metadata"]["name"] for j in jobs]  # same run
+
+
+def test_two_gang_mechanisms_are_refused_at_render_time():
+    r = helm.Helm("4").render("rel", helm.Values.of([], ["scheduling.gang=true", "scheduling.podGroup=volcano"]))
+    assert r.returncode != 0
+    assert "scheduling.gang=true and scheduling.podGroup=volcano: one gang mechanism per release" in r.stderr
+
+
+@pytest.mark.parametrize("values", EXAMPLES, ids=lambda p: p.stem)
+def test_every_example_gangs_on_1_37_and_validates(values):
+    text = helm.Helm("4").template("rel", helm.Values.of([values]), api_versions=[GANG_API])
+    assert validate.validate_docs(helm.parse(text), ("1.37",)) == []
+
+
+@pytest.mark.parametrize("pod_group", ["coscheduling", "volcano"])
+def test_gang_scheduler_podgroups_validate_against_their_published_crds(pod_group):
+    """Their controllers cannot run here (the Go modules are refused by the proxy): the objects are
+    checked against the CRDs the projects publish (tooling/tf_cluster/crds/, unknown fields refused)."""
+    sets = [f"scheduling.podGroup={pod_group}", "scheduling.scheduleTimeoutSeconds=120", "scheduling.volcanoQueue=q"]
+    if pod_group == "coscheduling":
+        sets = sets[:2]
+    docs = render((PS_EVAL,), sets, api=False)
+    (group,) = kind(docs, "PodGroup")
+    assert validate.validate_custom(group) == [], group
+    assert validate.validate_docs(docs, ("1.29", "1.37")) == []
+    group["spec"]["minMembers"] = 4  # a misspelt field
+    (problem,) = validate.validate_custom(group)
+    assert "minMembers" in problem.message
