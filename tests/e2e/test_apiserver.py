@@ -27,7 +27,7 @@ import yaml
 
 from tf_cluster import CHART, ROOT, helm, kube
 
-K8S_VERSION = os.environ.get("K8S_VERSION", "1.35.4")
+K8S_VERSION = os.environ.get("K8S_VERSION", "1.29.15")  # the oldest supported (Makefile K8S_API_VERSION)
 BIN = Path(
     os.environ.get(
         "TF_CLUSTER_K8S_BIN",
@@ -373,3 +373,22 @@ def test_a_chart_version_bump_keeps_the_running_jobs(apiserver, namespace, major
     r = h.upgrade("bump", values, chart=bumped)
     assert r.returncode == 0, r.stderr
     assert job_uids(apiserver["api"], namespace) == first  # same Job objects: the training was not touched
+
+
+def test_on_the_oldest_supported_api_server_a_release_installs_without_gang_objects(apiserver, namespace):
+    """scheduling.gang=auto on a server without scheduling.k8s.io/v1beta1 (1.29 here): Helm sees
+    the served APIs, renders no PodGroup, and the Jobs' pods join none."""
+    from kubernetes import client
+
+    api = apiserver["api"]
+    groups = client.ApisApi(api).get_api_versions().groups
+    scheduling = [v.version for g in groups if g.name == "scheduling.k8s.io" for v in g.versions]
+    version = client.VersionApi(api).get_code().git_version
+    h = helm_in(apiserver, "4", namespace)
+    r = h.install("old", helm.Values.of([PS_EXAMPLE]))
+    assert r.returncode == 0, r.stderr
+    manifest = h.run("get", "manifest", "old").stdout
+    assert "kind: PodGroup" not in manifest and "schedulingGroup" not in manifest
+    jobs = client.BatchV1Api(api).list_namespaced_job(namespace).items
+    assert len(jobs) == 3 and all(j.spec.template.spec.scheduling_group is None for j in jobs)
+    print(f"Kubernetes {version}: scheduling.k8s.io {scheduling}; installed {len(jobs)} Jobs and no PodGroup")

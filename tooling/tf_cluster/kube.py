@@ -191,6 +191,16 @@ class Snapshot:
         return out
 
 
+def serves_gang_api(api) -> bool:
+    """Whether the cluster serves Kubernetes' gang API (scheduling.k8s.io/v1beta1 PodGroup, 1.37+)."""
+    from kubernetes import client
+
+    for group in client.ApisApi(api).get_api_versions().groups:
+        if group.name == "scheduling.k8s.io" and any(v.version == "v1beta1" for v in group.versions):
+            return "podgroups" in {r.name for r in client.SchedulingV1beta1Api(api).get_api_resources().resources}
+    return False
+
+
 def snapshot(api, namespace: str, release: str) -> Snapshot:
     from kubernetes import client
 

@@ -5,6 +5,6 @@
 #   tests/e2e/apiserver/build.sh [out-dir]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-K8S_VERSION=${K8S_VERSION:-1.35.4}
+K8S_VERSION=${K8S_VERSION:-1.29.15}  # the oldest Kubernetes the chart supports
 export TF_CLUSTER_E2E_BIN=${1:-${TF_CLUSTER_E2E_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/k8s-$K8S_VERSION}}
 exec bash "$here/../cluster/build.sh" kube-apiserver etcd

@@ -9,7 +9,7 @@
 #               argocd (Argo CD's one binary + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)
 #               registry (the CNCF distribution OCI registry, from its Go module; into $REGISTRY_DIR)
 set -euo pipefail
-K8S_VERSION=${K8S_VERSION:-1.35.4}          # k8s.io/kubernetes v1.X.Y <-> staging modules v0.X.Y
+K8S_VERSION=${K8S_VERSION:-1.37.2}          # k8s.io/kubernetes v1.X.Y <-> staging modules v0.X.Y
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.7}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-0.0.30}   # Rancher's local-path-provisioner: kind's default storage
 ARGOCD_VERSION=${ARGOCD_VERSION:-3.6.1}

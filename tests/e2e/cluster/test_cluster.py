@@ -264,6 +264,14 @@ def test_deleting_a_mwms_worker_restarts_it_and_training_resumes_from_the_checkp
     assert after.progress["epoch"] == 15
     assert (list(snap.jobs.values())[0].status.failed or 0) >= 1  # the deleted pod counted as a failure
     say(f"worker 1 resumed at epoch {resumed[-1]} after its pod was deleted")
+    gang = replacement[0].spec.scheduling_group  # on a node serving the gang API (README "All or nothing")
+    if kube.serves_gang_api(api):
+        from kubernetes import client
+
+        assert gang is not None, "the pods of a release on a cluster serving the gang API join a PodGroup"
+        group = client.SchedulingV1beta1Api(api).read_namespaced_pod_group(gang.pod_group_name, ns)
+        assert group.spec.disruption_mode.all is not None  # multiWorkerMirrored: disrupted only as a whole
+        say(f"the replacement joined the running gang {group.metadata.name} (minCount already met): placed alone")
 
 
 def test_helm_upgrade_with_a_changed_spec_starts_a_new_run(api, ns):

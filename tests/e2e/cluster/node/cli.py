@@ -13,7 +13,7 @@ from pathlib import Path
 from . import __doc__ as DOC
 from .addons import up_addons
 from .argocd import ARGOCD_DIR, REGISTRY_DIR, up_argocd
-from .config import API_PORT, BIN, BUILD_SH, COMPONENTS, KUBECONFIG, NODE, STATE, TRAINER_REPO, logs, run
+from .config import API_PORT, BIN, BUILD_SH, COMPONENTS, K8S_VERSION, KUBECONFIG, NODE, STATE, TRAINER_REPO, logs, run
 from .control_plane import up_control_plane
 from .kubelet import node_ready, up_node
 from .pki import ensure_pki, kubeconfig
@@ -28,6 +28,7 @@ def up(args) -> int:
     say(f"building/checking binaries in {BIN} (cached after the first time)")
     # build.sh writes where this package looks: the same directories, passed down
     paths = {"TF_CLUSTER_E2E_BIN": str(BIN), "ARGOCD_DIR": str(ARGOCD_DIR), "REGISTRY_DIR": str(REGISTRY_DIR)}
+    paths["K8S_VERSION"] = K8S_VERSION
     b = subprocess.run(["bash", BUILD_SH], env={**os.environ, **paths})
     if b.returncode != 0:
         raise NodeError("building the node's binaries failed (see the lines above)")

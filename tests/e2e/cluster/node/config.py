@@ -8,9 +8,12 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent  # tests/e2e/cluster/node
 ROOT = HERE.parents[3]
 BUILD_SH = HERE.parent / "build.sh"
-K8S_VERSION = os.environ.get("K8S_VERSION", "1.35.4")
+# The node runs the newest Kubernetes the chart supports (its gang API: scheduling.k8s.io/v1beta1);
+# the kube-apiserver suite (tests/e2e/test_apiserver.py) the oldest (Makefile K8S_API_VERSION).
+K8S_VERSION = os.environ.get("NODE_K8S_VERSION", "1.37.2")
+MINOR = tuple(int(x) for x in K8S_VERSION.split(".")[:2])
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster"  # built binaries
-BIN = Path(os.environ.get("TF_CLUSTER_E2E_BIN") or os.environ.get("TF_CLUSTER_K8S_BIN") or CACHE / f"k8s-{K8S_VERSION}")
+BIN = Path(os.environ.get("TF_CLUSTER_E2E_BIN") or CACHE / f"k8s-{K8S_VERSION}")
 STATE = Path(os.environ.get("TF_CLUSTER_NODE_DIR", "/var/lib/tf-cluster-node"))
 NODE = "tf-cluster-node"
 BRIDGE, POD_CIDR, GATEWAY = "tfc0", "10.244.0.0/24", "10.244.0.1"

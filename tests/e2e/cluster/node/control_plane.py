@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
-from .config import API_PORT, BIN, ETCD_PEER, ETCD_PORT, NODE, STATE, SVC_CIDR, pki
+from .config import API_PORT, BIN, ETCD_PEER, ETCD_PORT, MINOR, NODE, STATE, SVC_CIDR, pki
 from .pki import kubeconfig
 from .proc import api_get, say, start, wait_for
+
+# Gang scheduling as a cluster operator turns it on in 1.37 (beta, off by default): the API group
+# served by kube-apiserver, and the GenericWorkload gate on the API server (keeps pods'
+# spec.schedulingGroup), the scheduler (its GangScheduling plugin) and the controller manager
+# (removes PodGroups' protection finalizer).
+GANG_API_FLAGS = ["--runtime-config=scheduling.k8s.io/v1beta1=true"] if MINOR >= (1, 37) else []
+GANG_GATES = ["--feature-gates=GenericWorkload=true"] if MINOR >= (1, 37) else []
 
 
 def up_control_plane(ip: str) -> None:
@@ -48,6 +55,8 @@ def up_control_plane(ip: str) -> None:
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--service-cluster-ip-range={SVC_CIDR}",
             "--allow-privileged=false",
+            *GANG_API_FLAGS,
+            *GANG_GATES,
         ],
     )
     wait_for("kube-apiserver /readyz", lambda: api_get("/readyz") == "ok", 120, "kube-apiserver")
@@ -68,6 +77,7 @@ def up_control_plane(ip: str) -> None:
             "--bind-address=127.0.0.1",
             f"--service-cluster-ip-range={SVC_CIDR}",
             "--terminated-pod-gc-threshold=200",
+            *GANG_GATES,
         ],
     )
     start(
@@ -79,5 +89,6 @@ def up_control_plane(ip: str) -> None:
             f"--authorization-kubeconfig={STATE / 'scheduler.kubeconfig'}",
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
+            *GANG_GATES,
         ],
     )

@@ -1,0 +1,141 @@
+"""All or nothing on the real node (Kubernetes 1.37, scheduling.k8s.io/v1beta1 served, the
+GenericWorkload gate on: tests/e2e/cluster/node/control_plane.py): a release that does not fit
+starts no pod at all, says why, and starts whole when room appears; two releases that do not fit
+together run one after the other. The node has 2 CPUs: each scenario first measures what is free
+and sizes a blocker release to leave room for one gang pod but not for two."""
+
+from __future__ import annotations
+
+import time
+from decimal import Decimal
+
+import pytest
+from test_cluster import EX, SMALL, all_complete, helm_in, install, pods_of, say, wait
+
+from tf_cluster import gang, helm, kube
+
+QUICK = ("env[0].name=EPOCHS", "env[0].value=1", "env[1].name=STEPS_PER_EPOCH", "env[1].value=20")
+TASK_CPU = Decimal("0.3")  # each gang task's request
+
+
+@pytest.fixture(autouse=True)
+def gang_api(api):
+    if not kube.serves_gang_api(api):
+        pytest.skip("needs a cluster serving scheduling.k8s.io/v1beta1 PodGroup (1.37, GenericWorkload): `make e2e`")
+
+
+def free_cpu(api) -> Decimal:
+    _, free, _ = gang.capacity(api)
+    return free["cpu"]
+
+
+def sized(cpu: Decimal) -> tuple[str, ...]:
+    m = f"{int(cpu * 1000)}m"
+    return (f"roles.worker.resources.requests.cpu={m}", f"roles.worker.resources.limits.cpu={m}")
+
+
+def start_blocker(api, ns, leave: Decimal, seconds: int) -> None:
+    """A one-task release holding all but `leave` CPUs for `seconds`."""
+    hold = free_cpu(api) - leave
+    assert hold > 0, f"the node has only {free_cpu(api)} CPU free"
+    values = helm.Values.of(
+        [SMALL],
+        set=["roles.worker.replicas=1", "scheduling.gang=false", *sized(hold)],
+        set_string=[],
+    )
+    argv = ["--set-json", f'command=["python3","-c","import time; time.sleep({seconds})"]']
+    r = helm_in(ns).run("install", "blocker", helm.CHART, *values.argv(), *argv)
+    assert r.returncode == 0, r.stderr
+    deadline = time.monotonic() + 120
+    while not [p for p in pods_of(api, ns, "blocker-") if p.status.phase == "Running"]:
+        assert time.monotonic() < deadline, kube.diagnostics(api, ns, "blocker")
+        time.sleep(1)
+    say(f"blocker holds {hold} CPU for {seconds}s; {free_cpu(api)} CPU left free")
+
+
+def bound(api, ns, release: str) -> list:
+    return [p for p in pods_of(api, ns, f"{release}-tf-cluster-worker") if p.spec.node_name]
+
+
+def started_at(p) -> float:
+    """When the scheduler bound the pod (PodScheduled=True)."""
+    (c,) = [c for c in p.status.conditions or [] if c.type == "PodScheduled" and c.status == "True"]
+    return c.last_transition_time.timestamp()
+
+
+def test_a_gang_that_does_not_fit_starts_no_pod_then_starts_whole(api, ns):
+    from kubernetes import client
+
+    start_blocker(api, ns, leave=TASK_CPU + Decimal("0.1"), seconds=120)
+
+    # Baseline (no gang, as before 0.4.0): one of the two workers starts and waits for its peer.
+    install(ns, "half", EX / "mwms-cpu.yaml", sets=(*QUICK, *sized(TASK_CPU), "scheduling.gang=false"))
+    time.sleep(15)
+    half = pods_of(api, ns, "half-tf-cluster-worker")
+    assert len(half) == 2 and len(bound(api, ns, "half")) == 1, [(p.metadata.name, p.spec.node_name) for p in half]
+    say("without the gang: 1 of 2 workers placed, holding its CPU while it waits for the other")
+    assert helm_in(ns).uninstall("half", wait=True, timeout="2m").returncode == 0
+
+    # With the gang (auto: the node serves the API): no pod placed, and the reason in words.
+    install(ns, "whole", EX / "mwms-cpu.yaml", sets=(*QUICK, *sized(TASK_CPU)))
+    (group,) = client.SchedulingV1beta1Api(api).list_namespaced_pod_group(ns).items
+    assert group.spec.scheduling_policy.gang.min_count == 2
+    time.sleep(15)
+    assert bound(api, ns, "whole") == [], "a gang pod was placed although the gang does not fit"
+    lines, never = gang.explain(api, ns, kube.snapshot(api, ns, "whole"))
+    say("with the gang: " + " ".join(lines))
+    assert not never and len(lines) == 1
+    assert f"gang {group.metadata.name} waits whole: 0 of 2 tasks placed (minCount 2)" in lines[0]
+    assert "Missing: cpu" in lines[0] and "It starts by itself" in lines[0]
+    assert "minCount (2) cannot be satisfied" in lines[0] or "Insufficient cpu" in lines[0], lines[0]
+
+    # Room appears when the blocker ends: the whole gang starts at once and trains to the end.
+    said: list[str] = []
+    snap = kube.wait_for_jobs(api, ns, "whole", timeout=600, say=lambda m: (said.append(m), say(m)))
+    all_complete(snap, api, ns, "whole")
+    assert any("waits whole" in m for m in said), said  # the waiter explained the wait (tf-cluster smoke's)
+    times = sorted(started_at(p) for p in pods_of(api, ns, "whole-tf-cluster-worker"))
+    say(f"the gang's 2 workers were placed {times[-1] - times[0]:.1f}s apart")
+    assert times[-1] - times[0] <= 5
+
+
+def test_two_gangs_that_do_not_fit_together_run_one_after_the_other(api, ns):
+    # Each gang needs 2 x 0.3 of what is free: one fits, both do not; neither may start half.
+    each = (free_cpu(api) * Decimal("0.3")).quantize(Decimal("0.01"))
+    for name in ("first", "second"):
+        install(ns, name, EX / "mwms-cpu.yaml", sets=(*QUICK, *sized(each)))
+    for name in ("first", "second"):
+        all_complete(wait(api, ns, name, timeout=900), api, ns, name)
+    spans = {}
+    for name in ("first", "second"):
+        pods = pods_of(api, ns, f"{name}-tf-cluster-worker")
+        placed = sorted(started_at(p) for p in pods)
+        ended = min(p.status.container_statuses[0].state.terminated.finished_at.timestamp() for p in pods)
+        assert placed[-1] - placed[0] <= 5, f"{name}: its workers were placed {placed[-1] - placed[0]:.1f}s apart"
+        spans[name] = (placed[0], ended)
+    (a_start, a_end), (b_start, b_end) = sorted(spans.values())
+    shown = [(round(s - a_start, 1), round(e - a_start, 1)) for s, e in sorted(spans.values())]
+    say(f"gang spans (placed, first pod done; s after the first placement): {shown}")
+    assert b_start >= a_end - 1, "the second gang started before the first freed its CPUs"
+
+
+def finished(api, ns, release: str) -> list:
+    return [p for p in pods_of(api, ns, f"{release}-tf-cluster-worker") if p.status.phase in ("Succeeded", "Failed")]
+
+
+@pytest.mark.parametrize("gang_on", [False, True], ids=["no-gang", "gang"])
+def test_time_from_install_to_all_tasks_running_on_a_free_node(api, ns, gang_on):
+    """The figure the README states (install -> all tasks Running); the bench script repeats it."""
+    t0 = time.monotonic()
+    install(ns, "t", EX / "mwms-cpu.yaml", sets=(*QUICK, *sized(TASK_CPU), f"scheduling.gang={str(gang_on).lower()}"))
+    deadline = t0 + 180
+    while True:
+        pods = pods_of(api, ns, "t-tf-cluster-worker")
+        if len(pods) == 2 and all(p.status.phase == "Running" for p in pods):
+            break
+        assert time.monotonic() < deadline, kube.diagnostics(api, ns, "t")
+        time.sleep(0.2)
+    say(f"gang={gang_on}: helm install -> 2 tasks Running in {time.monotonic() - t0:.1f}s")
+    joined = {bool(p.spec.scheduling_group) for p in pods}
+    assert joined == {gang_on}
+    assert helm_in(ns).uninstall("t", wait=True, timeout="2m").returncode == 0
