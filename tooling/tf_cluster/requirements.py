@@ -23,6 +23,7 @@ from pathlib import Path
 
 from . import ROOT
 from .errors import UsageError
+from .streaming import run_streaming
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tf-cluster" / "requirements"
 BASE_MOUNT = "/opt/tf-cluster/base-venv"  # where isolated tasks see the project's environment
@@ -65,15 +66,9 @@ def environment(requirements: Path, python: str = sys.executable, say=print) -> 
     (env / BASE_FILE).write_text(str(base))
     argv = [python, "-m", "pip", "--python", str(env / "bin" / "python"), "install", "--progress-bar", "off"]
     argv += ["-c", str(CONSTRAINTS), "-r", str(requirements)]
-    tail: list[str] = []
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
-        assert proc.stdout is not None  # stdout=PIPE
-        for line in proc.stdout:
-            line = line.rstrip()
-            tail = (tail + [line])[-15:]
-            if line.startswith(("Collecting", "Installing", "Successfully", "ERROR")):
-                say(f"[requirements {time.monotonic() - t0:5.1f}s] {line}")
-    if proc.returncode != 0:
+    shows = ("Collecting", "Installing", "Successfully", "ERROR")
+    code, tail, _ = run_streaming(argv, lambda line: line.startswith(shows), say, "requirements", keep=15)
+    if code != 0:
         shutil.rmtree(env, ignore_errors=True)
         raise UsageError(
             f"--requirements {requirements}: pip could not install it on top of the project's pins "

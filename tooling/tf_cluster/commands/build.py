@@ -11,6 +11,7 @@ from pathlib import Path
 
 from .. import images
 from ..errors import BuildError, ToolMissing, UsageError
+from ..streaming import run_streaming
 
 BUILDERS = ("docker", "podman", "buildah")
 
@@ -103,23 +104,14 @@ def build_argv(builder: str, ctx: images.Context, ca_bundle: Path | None = None)
 def stream(argv: list[str], what: str) -> None:
     """Run a long command, printing its lines with elapsed time; raise BuildError with the tail."""
     print(f"[build] {what}: {' '.join(argv)}", flush=True)
-    start = time.monotonic()
-    tail: list[str] = []
-    with subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as proc:
-        assert proc.stdout is not None  # stdout=PIPE
-        for line in proc.stdout:
-            line = line.rstrip()
-            tail = (tail + [line])[-30:]
-            if (
-                line.startswith(("STEP", "#", "Step", "COMMIT", "-->", "Successfully", "Writing"))
-                or "error" in line.lower()
-            ):
-                print(f"[build {time.monotonic() - start:6.1f}s] {line}", flush=True)
-    if proc.returncode != 0:
-        raise BuildError(
-            f"{what} failed (exit {proc.returncode}) after {time.monotonic() - start:.0f}s; "
-            "last lines:\n  " + "\n  ".join(tail)
-        )
+
+    def shows(line: str) -> bool:
+        steps = ("STEP", "#", "Step", "COMMIT", "-->", "Successfully", "Writing")
+        return line.startswith(steps) or "error" in line.lower()
+
+    code, tail, seconds = run_streaming(argv, shows, lambda m: print(m, flush=True), "build")
+    if code != 0:
+        raise BuildError(f"{what} failed (exit {code}) after {seconds:.0f}s; last lines:\n  " + "\n  ".join(tail))
 
 
 def image_size(builder: str, image: str) -> str:
