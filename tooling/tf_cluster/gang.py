@@ -152,7 +152,10 @@ def explain(api, namespace: str, snap) -> tuple[list[str], bool]:
                 "frees up (another release finishing); or lower roles.*.resources or replicas."
             )
         else:
-            lines.append(f"{head}. Enough in total, so it is placement (per-node fit, selectors, taints).")
+            lines.append(
+                f"{head}. That is enough in total: room just freed up (the scheduler retries the gang within seconds), "
+                "or no single node fits a task (node selectors, taints, per-node free resources)."
+            )
         said = g.scheduler_says()
         if said:
             lines[-1] += f" Scheduler: {said}"
