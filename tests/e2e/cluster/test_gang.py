@@ -123,6 +123,7 @@ def finished(api, ns, release: str) -> list:
     return [p for p in pods_of(api, ns, f"{release}-tf-cluster-worker") if p.status.phase in ("Succeeded", "Failed")]
 
 
+@pytest.mark.extended  # CI keeps the gang scenarios; tests/bench/bench_gang.py measures this figure
 @pytest.mark.parametrize("gang_on", [False, True], ids=["no-gang", "gang"])
 def test_time_from_install_to_all_tasks_running_on_a_free_node(api, ns, gang_on):
     """The figure the README states (install -> all tasks Running); the bench script repeats it."""
@@ -139,3 +140,34 @@ def test_time_from_install_to_all_tasks_running_on_a_free_node(api, ns, gang_on)
     joined = {bool(p.spec.scheduling_group) for p in pods}
     assert joined == {gang_on}
     assert helm_in(ns).uninstall("t", wait=True, timeout="2m").returncode == 0
+
+
+def test_smoke_explains_a_gang_that_can_never_fit_and_stops(tmp_path):
+    """`tf-cluster smoke` on a gang that needs more CPU than the node has at all: it says how much,
+    what to change, and fails after the stuck grace (60 s) instead of waiting out --timeout."""
+    import subprocess
+
+    from test_cluster import KUBECONFIG
+
+    from tf_cluster import ROOT
+
+    argv = [
+        str(ROOT / ".venv" / "bin" / "tf-cluster"),
+        "smoke",
+        "--kubeconfig",
+        KUBECONFIG,
+        "-f",
+        str(EX / "mwms-cpu.yaml"),
+    ]
+    argv += ["--set", "roles.worker.resources.requests.cpu=3", "--set", "roles.worker.resources.limits.cpu=3"]
+    argv += ["--set", "storage.checkpoints.type=emptyDir", "-n", "gang-never", "--timeout", "600", "--no-helm-test"]
+    t0 = time.monotonic()
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=400)
+    out = r.stdout + r.stderr
+    say(
+        f"smoke exited {r.returncode} after {time.monotonic() - t0:.0f}s; its explanation:\n"
+        + "\n".join(ln for ln in out.splitlines() if "gang" in ln)[-1500:]
+    )
+    assert r.returncode != 0
+    assert "0 of 2 tasks placed (minCount 2)" in out and "It can never start" in out
+    assert "cpu 6 > 2" in out and "Lower roles.*.resources or replicas, or add nodes" in out
