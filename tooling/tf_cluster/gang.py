@@ -76,9 +76,9 @@ def gangs(snap) -> dict[str, Gang]:
     return out
 
 
-def capacity(api) -> tuple[dict[str, Decimal], dict[str, Decimal], dict[str, Decimal]]:
-    """(allocatable, free, largest node's free) over the schedulable nodes: free is allocatable
-    minus the requests of the pods bound to them that still hold resources."""
+def capacity(api) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+    """(allocatable, free) over the schedulable nodes: free is allocatable minus the requests of
+    the pods bound to them that still hold resources."""
     from kubernetes import client
 
     core = client.CoreV1Api(api)
@@ -89,15 +89,11 @@ def capacity(api) -> tuple[dict[str, Decimal], dict[str, Decimal], dict[str, Dec
             add(used[p.spec.node_name], pod_requests(p))
     total: dict[str, Decimal] = {}
     free: dict[str, Decimal] = {}
-    largest: dict[str, Decimal] = {}
     for n in nodes:
         alloc = {k: quantity(v) for k, v in (n.status.allocatable or {}).items() if k in RESOURCES}
-        node_free = add(dict(alloc), used[n.metadata.name], -1)
         add(total, alloc)
-        add(free, node_free)
-        if node_free.get("cpu", 0) > largest.get("cpu", -1):
-            largest = node_free
-    return total, free, largest
+        add(free, add(dict(alloc), used[n.metadata.name], -1))
+    return total, free
 
 
 def explain(api, namespace: str, snap) -> tuple[list[str], bool]:
@@ -109,7 +105,7 @@ def explain(api, namespace: str, snap) -> tuple[list[str], bool]:
     if not waiting:
         return [], False
     sched = client.SchedulingV1beta1Api(api)
-    total, free, _ = capacity(api)
+    total, free = capacity(api)
     lines, never = [], False
     for name, g in sorted(waiting.items()):
         try:

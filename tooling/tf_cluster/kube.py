@@ -178,9 +178,12 @@ class Snapshot:
             )
         return " | ".join(parts)
 
-    def stuck(self) -> list[str]:
+    def stuck(self, skip: frozenset[str] | set[str] = frozenset()) -> list[str]:
+        """Why pods cannot start, leaving out the pods named in `skip`."""
         out = []
         for p in self.pods:
+            if p.metadata.name in skip:
+                continue
             for cs in (p.status.container_statuses or []) + (p.status.init_container_statuses or []):
                 w = cs.state.waiting if cs.state else None
                 if w and w.reason in STUCK_REASONS:
@@ -268,7 +271,6 @@ def wait_for_jobs(
             last_progress = now
         if snap.finished():
             return snap
-        stuck = snap.stuck()
         waiting = {p.metadata.name for g in gang.gangs(snap).values() for p in g.unbound}
         if waiting and now - last_gang >= (progress_every if gang_lines else 0):
             # A gang waiting for room is not stuck: it starts whole when room appears (unless it can never fit).
@@ -276,10 +278,10 @@ def wait_for_jobs(
             last_gang = now
             for ln in gang_lines:
                 say(f"{now - t0:6.1f}s  {ln}")
-        if waiting and not never:
-            stuck = [s for s in stuck if not any(f"pod {n} " in s for n in waiting)]
-        elif waiting:
-            stuck = gang_lines + stuck
+        if waiting and never:
+            stuck = gang_lines + snap.stuck()
+        else:
+            stuck = snap.stuck(skip=waiting)
         stuck_since = (stuck_since or now) if stuck else None
         if stuck_since is not None and now - stuck_since >= stuck_grace:
             raise RunError(

@@ -64,14 +64,20 @@ merged key by key, the role's keys winning. Usage:
 {{- include "tf-cluster.rolesWith" (dict "context" . "trait" "name") -}}
 {{- end -}}
 
-{{/* Number of tasks of the roles in TF_CONFIG's cluster. */}}
-{{- define "tf-cluster.trainingTaskCount" -}}
-{{- $ctx := . -}}
+{{/* Number of tasks of the roles with a trait set:
+     include "tf-cluster.taskCount" (dict "context" $ "trait" "inGang") */}}
+{{- define "tf-cluster.taskCount" -}}
+{{- $ctx := .context -}}
 {{- $n := 0 -}}
-{{- range $role := splitList " " (include "tf-cluster.rolesWith" (dict "context" $ctx "trait" "inCluster")) -}}
+{{- range $role := splitList " " (include "tf-cluster.rolesWith" .) -}}
 {{- $n = add $n (include "tf-cluster.replicas" (dict "context" $ctx "role" $role)) -}}
 {{- end -}}
 {{- $n -}}
+{{- end -}}
+
+{{/* Number of tasks of the roles in TF_CONFIG's cluster. */}}
+{{- define "tf-cluster.trainingTaskCount" -}}
+{{- include "tf-cluster.taskCount" (dict "context" . "trait" "inCluster") -}}
 {{- end -}}
 
 {{/* The leading Job's role: the first present role that may lead (chief, else worker).

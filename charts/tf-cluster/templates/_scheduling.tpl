@@ -1,7 +1,8 @@
 {{/*
 All-or-nothing scheduling (values `scheduling`): which gang mechanism the release uses,
 the gang's name and size, and what each gang pod carries to join it. podgroup.yaml
-renders the group object; _pod.tpl calls "tf-cluster.gangPodSpec"/"gangPodMeta".
+renders the group object; _pod.tpl calls "tf-cluster.inGang", "gangPodMeta" and
+"gangSchedulerName"; _validate.tpl checks "gangRoleSettings".
 */}}
 
 {{/* The gang mechanism: "native" (Kubernetes' PodGroup, scheduling.k8s.io/v1beta1),
@@ -28,14 +29,9 @@ native
 {{- end -}}
 {{- end -}}
 
-{{/* The gang's size: the tasks of the present roles with the inGang trait. */}}
+{{/* The gang's size: the tasks of the roles with the inGang trait. */}}
 {{- define "tf-cluster.gangSize" -}}
-{{- $ctx := . -}}
-{{- $n := 0 -}}
-{{- range $role := splitList " " (include "tf-cluster.rolesWith" (dict "context" $ctx "trait" "inGang")) -}}
-{{- $n = add $n (include "tf-cluster.replicas" (dict "context" $ctx "role" $role)) -}}
-{{- end -}}
-{{- $n -}}
+{{- include "tf-cluster.taskCount" (dict "context" . "trait" "inGang") -}}
 {{- end -}}
 
 {{/* The native PodGroup's disruption mode: "all" or "single" (values scheduling.disruptionMode). */}}

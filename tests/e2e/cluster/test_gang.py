@@ -25,7 +25,7 @@ def gang_api(api):
 
 
 def free_cpu(api) -> Decimal:
-    _, free, _ = gang.capacity(api)
+    _, free = gang.capacity(api)
     return free["cpu"]
 
 
