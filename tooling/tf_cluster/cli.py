@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from . import __version__
-from .commands import build, package, render, run_local, smoke, validate
+from .commands import build, from_tfjob, package, render, run_local, smoke, validate
 from .errors import TfClusterError
 
 
@@ -16,7 +16,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tf-cluster", description=__doc__)
     p.add_argument("--version", action="version", version=f"tf-cluster {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    for module in (render, validate, build, run_local, smoke, package):
+    for module in (render, validate, build, run_local, smoke, package, from_tfjob):
         module.add_parser(sub)
     return p
 

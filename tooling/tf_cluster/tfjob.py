@@ -1,0 +1,727 @@
+"""Kubeflow TFJob (kubeflow.org/v1) manifests as tf-cluster values.
+
+`convert` maps one TFJob to chart values and a list of `Note`s: every field that has no
+equivalent, or whose meaning changes, with what happens instead (nothing is dropped
+silently). `tfjob_tf_config` is the TFJob controller's TF_CONFIG, transcribed from
+kubeflow/training-operator v1.9.0 (`pkg/controller.v1/tensorflow/tensorflow.go`
+genTFConfigJSONStr/genClusterSpec, `util.go` isDistributed, `tfjob_webhook.go`), so the
+converted release's TF_CONFIG can be compared with it task by task (`compare`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import yaml
+
+from . import manifests, roles
+from .errors import TfClusterError
+
+#: TFJob replica type (the defaulting webhook camel-cases any spelling) -> chart role.
+ROLE_OF = {"chief": "chief", "master": "chief", "worker": "worker", "ps": "ps", "evaluator": "evaluator"}
+TYPE_NAMES = "Chief, Master, Worker, PS, Evaluator"
+TFJOB_PORT_NAME, TFJOB_PORT, TFJOB_CONTAINER = "tfjob-port", 2222, "tensorflow"
+#: kubeflow/training-operator pkg/util/train/train_util.go: IsRetryableExitCode is `exitCode >= 128`.
+PERMANENT_EXIT_CODES = list(range(1, 128))
+ACCELERATOR = re.compile(r"^([a-z0-9.-]+/)?(gpu|tpu|neuron|neuroncore|[a-z0-9.-]*gpu[a-z0-9.-]*)$")
+#: Storage slots of the chart, and the words in a volume's name or path that pick one.
+SLOTS = {"logs": ("log", "tensorboard", "tfevent", "summar"), "data": ("data",), "checkpoints": ()}
+
+POD_KEYS = {
+    "containers",
+    "volumes",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "topologySpreadConstraints",
+    "priorityClassName",
+    "schedulerName",
+    "serviceAccountName",
+    "imagePullSecrets",
+    "securityContext",
+    "restartPolicy",
+}
+CONTAINER_KEYS = {
+    "name",
+    "image",
+    "imagePullPolicy",
+    "command",
+    "args",
+    "env",
+    "envFrom",
+    "resources",
+    "volumeMounts",
+    "ports",
+    "securityContext",
+}
+
+
+class ManifestError(TfClusterError):
+    """A manifest from-tfjob cannot read or convert; the message names the field."""
+
+    exit_code = 5
+
+
+@dataclass(frozen=True)
+class Note:
+    """A TFJob field with no equivalent or a changed meaning, and what happens instead."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+@dataclass
+class Conversion:
+    name: str
+    namespace: str | None
+    values: dict
+    notes: list[Note] = field(default_factory=list)
+    tfjob: dict = field(default_factory=dict, repr=False)  # as read, replica types camel-cased
+
+
+# ------------------------------------------------------------------ reading
+def load(text: str, source: str = "<stdin>") -> list[dict]:
+    """Every TFJob in a YAML stream: documents, or `kubectl get tfjob -o yaml`'s List."""
+    try:
+        docs = [d for d in yaml.safe_load_all(text) if d is not None]
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise ManifestError(f"{source}:{where} not readable YAML ({getattr(e, 'problem', e)})") from None
+    out = []
+    for n, doc in enumerate(docs, 1):
+        if not isinstance(doc, dict):
+            raise ManifestError(f"{source} document {n}: a mapping (a Kubernetes object) expected, got {doc!r:.60}")
+        items = doc.get("items") if doc.get("kind", "").endswith("List") else [doc]
+        for i, item in enumerate(items or []):
+            where = f"{source} document {n}" + (f" items[{i}]" if items is not None and doc is not item else "")
+            kind, api = item.get("kind"), str(item.get("apiVersion", ""))
+            if kind != "TFJob" or not api.startswith("kubeflow.org/"):
+                raise ManifestError(
+                    f"{where}: kind {kind!r} apiVersion {api!r} is not a TFJob (kind: TFJob, apiVersion: "
+                    "kubeflow.org/v1); give only TFJob manifests"
+                )
+            out.append(item)
+    if not out:
+        raise ManifestError(f"{source}: no TFJob in it")
+    return out
+
+
+def replica_specs(tfjob: dict) -> dict[str, dict]:
+    """tfReplicaSpecs keyed by chart role, checked as the TFJob webhook and the chart's role table do."""
+    specs = (tfjob.get("spec") or {}).get("tfReplicaSpecs")
+    if not isinstance(specs, dict) or not specs:
+        raise ManifestError("spec.tfReplicaSpecs: required (a map of replica type to replica spec)")
+    out: dict[str, dict] = {}
+    by_role: dict[str, str] = {}
+    for rtype, spec in specs.items():
+        path = f"spec.tfReplicaSpecs.{rtype}"
+        role = ROLE_OF.get(str(rtype).lower())
+        if role is None:
+            raise ManifestError(f"{path}: unknown replica type {rtype!r}; a TFJob has {TYPE_NAMES}")
+        if role in by_role:
+            raise ManifestError(
+                f"{path}: {by_role[role]} and {rtype} are both given; a TFJob has at most one Chief or Master "
+                "(they mean the same): keep one"
+            )
+        if not isinstance(spec, dict):
+            raise ManifestError(f"{path}: a replica spec (replicas, restartPolicy, template) expected")
+        replicas = spec.get("replicas", 1)
+        if not isinstance(replicas, int) or replicas < 0:
+            raise ManifestError(f"{path}.replicas: {replicas!r} is not a count of pods")
+        limit = roles.BY_NAME[role].max_replicas
+        if limit and replicas > limit:
+            raise ManifestError(
+                f"{path}.replicas: {replicas} {rtype} replicas; TensorFlow runs at most {limit} "
+                f"({'one chief' if role == 'chief' else 'one evaluator'}): set it to {limit} and move the rest "
+                "to Worker"
+            )
+        containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or []
+        if not any(c.get("name") == TFJOB_CONTAINER for c in containers):
+            raise ManifestError(
+                f"{path}.template.spec.containers: no container named {TFJOB_CONTAINER!r} (the TFJob controller "
+                "requires one; it is the one tf-cluster runs)"
+            )
+        for i, c in enumerate(containers):
+            if not c.get("image"):
+                raise ManifestError(f"{path}.template.spec.containers[{i}].image: required")
+        by_role[role] = str(rtype)
+        out[role] = {**spec, "replicas": replicas, "_type": str(rtype)}
+    return {r: out[r] for r in roles.NAMES if r in out}
+
+
+# ------------------------------------------------------------------ converting
+def convert(tfjob: dict, *, entrypoint: list[str] | None = None, gang: str = "") -> Conversion:
+    """One TFJob as chart values. `entrypoint`: the image's ENTRYPOINT, for containers that set no
+    command (TFJob ran it; the chart's launcher starts the command itself). `gang`: the gang
+    mechanism for a schedulingPolicy (kubernetes, volcano, coscheduling; default: volcano when a
+    queue is named, else the Kubernetes PodGroup)."""
+    meta = tfjob.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    if not name:
+        raise ManifestError("metadata.name: required")
+    specs = replica_specs(tfjob)
+    spec = tfjob.get("spec") or {}
+    conv = Conversion(name, meta.get("namespace"), {}, tfjob=tfjob)
+    note = conv.notes.append
+
+    def say(path: str, message: str) -> None:
+        note(Note(path, message))
+
+    v = conv.values
+    v["fullnameOverride"] = name
+    counts = {role: s["replicas"] for role, s in specs.items()}
+    v["strategy"] = strategy(counts, say)
+    v["roles"] = {role: {"replicas": counts.get(role, 0)} for role in roles.NAMES}
+
+    per_role = {role: pod_settings(role, s, say) for role, s in specs.items()}
+    hoist(v, per_role, specs, say, entrypoint)
+    storage(v, specs, say)
+    restart_policies(v, specs, spec.get("runPolicy") or {}, say)
+    run_policy(v, spec.get("runPolicy") or {}, counts, say, gang)
+    success_policy(spec, counts, say)
+    if spec.get("enableDynamicWorker"):
+        say(
+            "spec.enableDynamicWorker",
+            "no equivalent: every task gets the whole cluster in TF_CONFIG (no sparse cluster spec)",
+        )
+    for key in sorted(set(spec) - {"tfReplicaSpecs", "runPolicy", "successPolicy", "enableDynamicWorker"}):
+        say(f"spec.{key}", "no equivalent in tf-cluster: not carried over")
+    if is_distributed(counts) and training_tasks(counts) == 1:
+        v["tfConfig"] = {"alwaysSet": True}
+        say(
+            "tfConfig.alwaysSet",
+            "set to true: the TFJob controller gives TF_CONFIG to a single training task when an evaluator "
+            "is present; tf-cluster would leave it out",
+        )
+    if "master" in {str(s["_type"]).lower() for s in specs.values()}:
+        say(
+            f"spec.tfReplicaSpecs.{specs['chief']['_type']}",
+            "Master becomes the chief role: its TF_CONFIG task type is 'chief', not 'master' (TF 2 treats "
+            "both as the chief)",
+        )
+    if "evaluator" in counts and counts["evaluator"]:
+        say(
+            f"spec.tfReplicaSpecs.{specs['evaluator']['_type']}",
+            "the evaluator is not listed in TF_CONFIG's cluster (TensorFlow's own rule: it is not part of the "
+            "training cluster) and runs no gRPC server; it is stopped once the leading Job completes",
+        )
+    return conv
+
+
+def strategy(counts: dict[str, int], say) -> str:
+    if counts.get("ps"):
+        if counts.get("chief"):
+            return "parameterServer"
+        say(
+            "spec.tfReplicaSpecs.PS",
+            "PS without a Chief: strategy 'custom' (TF1 between-graph; worker 0 leads); ParameterServerStrategy "
+            "needs a chief (its coordinator)",
+        )
+        return "custom"
+    return "multiWorkerMirrored"
+
+
+def container_of(spec: dict) -> dict:
+    return next(c for c in spec["template"]["spec"]["containers"] if c.get("name") == TFJOB_CONTAINER)
+
+
+def pod_settings(role: str, spec: dict, say) -> dict:
+    """What one replica type's pod template asks for, in the chart's terms (before hoisting)."""
+    path = f"spec.tfReplicaSpecs.{spec['_type']}.template"
+    tmpl = spec.get("template") or {}
+    pod = tmpl.get("spec") or {}
+    c = container_of(spec)
+    out: dict = {"image": c["image"]}
+    for key in ("imagePullPolicy", "command", "args", "env", "envFrom"):
+        if c.get(key):
+            out[key] = c[key]
+    resources = dict(c.get("resources") or {})
+    gpus: dict = {}
+    for kind in ("limits", "requests"):
+        for res in [r for r in (resources.get(kind) or {}) if ACCELERATOR.match(r)]:
+            gpus[res] = int(resources[kind][res])
+            resources[kind] = {k: x for k, x in resources[kind].items() if k != res}
+    out["resources"] = {k: x for k, x in resources.items() if x}
+    out["gpus"] = gpus
+    for key in ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priorityClassName"):
+        if pod.get(key):
+            out[key] = pod[key]
+    if pod.get("schedulerName"):
+        out["schedulerName"] = pod["schedulerName"]
+    meta = tmpl.get("metadata") or {}
+    if meta.get("labels"):
+        out["podLabels"] = meta["labels"]
+    if meta.get("annotations"):
+        out["podAnnotations"] = meta["annotations"]
+    for key in ("serviceAccountName", "imagePullSecrets", "securityContext"):
+        if pod.get(key):
+            out["pod." + key] = pod[key]
+    if c.get("securityContext"):
+        out["container.securityContext"] = c["securityContext"]
+    ports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
+    out["port"] = ports.get(TFJOB_PORT_NAME, TFJOB_PORT)
+    for pname in sorted(str(k) for k in ports if k != TFJOB_PORT_NAME):
+        say(
+            f"{path}.spec.containers[tensorflow].ports[{pname}]",
+            "not carried over: the chart opens only the TF port (and TensorBoard's)",
+        )
+    for key in sorted(set(c) - CONTAINER_KEYS):
+        say(f"{path}.spec.containers[tensorflow].{key}", "no equivalent in tf-cluster: not carried over")
+    for other in pod.get("containers") or []:
+        if other is not c:
+            say(
+                f"{path}.spec.containers[{other.get('name')}]",
+                "a second container (sidecar) has no equivalent: tf-cluster runs one container per task",
+            )
+    for key in sorted(set(pod) - POD_KEYS):
+        say(f"{path}.spec.{key}", "no equivalent in tf-cluster: not carried over")
+    return out
+
+
+TOP_LEVEL = ("command", "args", "env", "envFrom")
+ROLE_DEFAULTS = (
+    "resources",
+    "gpus",
+    "nodeSelector",
+    "tolerations",
+    "affinity",
+    "topologySpreadConstraints",
+    "priorityClassName",
+    "schedulerName",
+    "podLabels",
+    "podAnnotations",
+)
+
+
+def hoist(v: dict, per_role: dict[str, dict], specs: dict[str, dict], say, entrypoint: list[str] | None) -> None:
+    """Settings every replica type shares go to the top level or roleDefaults, set once; the rest per role."""
+    present = list(per_role)
+
+    def same(key: str):
+        values = [json.dumps(per_role[r].get(key), sort_keys=True) for r in present]
+        return len(set(values)) == 1
+
+    # image: repository[:tag][@digest] -> image.repository / image.tag
+    images = {r: split_image(per_role[r]["image"]) for r in present}
+    first = images[present[0]]
+    v["image"] = {"repository": first[0], "tag": first[1]}
+    pulls = {str(per_role[r]["imagePullPolicy"]) for r in present if per_role[r].get("imagePullPolicy")}
+    if pulls:
+        v["image"]["pullPolicy"] = sorted(pulls)[0]
+        if len(pulls) > 1:
+            say("imagePullPolicy", f"differs between replica types ({sorted(pulls)}): all use {sorted(pulls)[0]}")
+    for r in present[1:]:
+        if images[r] != first:
+            v["roles"][r]["image"] = {"repository": images[r][0], "tag": images[r][1]}
+    for key in TOP_LEVEL:
+        if same(key):
+            if per_role[present[0]].get(key):
+                v[key] = per_role[present[0]][key]
+        else:
+            for r in present:
+                v["roles"][r][key] = per_role[r].get(key) or []
+    if "command" not in v and not all(v["roles"][r].get("command") for r in present):
+        if entrypoint:
+            v["command"] = list(entrypoint)
+        else:
+            v["command"] = []
+            roles_without = [specs[r]["_type"] for r in present if not per_role[r].get("command")]
+            say(
+                "containers[tensorflow].command",
+                f"not set for {', '.join(roles_without)}: TFJob ran the image's ENTRYPOINT; tf-cluster's launcher "
+                "starts the command itself, so give it: from-tfjob --entrypoint 'python /path/train.py' (find it "
+                "with `podman image inspect IMAGE --format '{{.Config.Entrypoint}}'`). The values leave command "
+                "empty, which helm refuses until it is set",
+            )
+    for key in ROLE_DEFAULTS:
+        if same(key):
+            if per_role[present[0]].get(key):
+                v.setdefault("roleDefaults", {})[key] = per_role[present[0]][key]
+        else:
+            for r in present:
+                if per_role[r].get(key):
+                    v["roles"][r][key] = per_role[r][key]
+    ports = {per_role[r]["port"] for r in present}
+    v["port"] = per_role[present[0]]["port"]
+    if len(ports) > 1:
+        say("ports[tfjob-port]", f"differs between replica types ({sorted(ports)}): every task uses {v['port']}")
+    accounts = {str(per_role[r].get("pod.serviceAccountName") or "") for r in present}
+    if accounts - {""}:
+        account = sorted(accounts - {""})[0]
+        v["serviceAccount"] = {"create": False, "name": account}
+        if len(accounts) > 1:
+            say("serviceAccountName", f"differs between replica types: one service account per release, {account}")
+        say(
+            "serviceAccountName",
+            f"{account} must exist and be allowed to `get` the release's Jobs: the launchers of ps and evaluator "
+            "tasks read the leading Job to stop themselves (or leave serviceAccount.create true)",
+        )
+    secrets = []
+    for r in present:
+        for s in per_role[r].get("pod.imagePullSecrets") or []:
+            if s not in secrets:
+                secrets.append(s)
+    if secrets:
+        v["imagePullSecrets"] = secrets
+    contexts = (("pod.securityContext", "podSecurityContext"), ("container.securityContext", "securityContext"))
+    for key, value_key in contexts:
+        given = [per_role[r].get(key) for r in present if per_role[r].get(key)]
+        if given:
+            v[value_key] = given[0]
+            if not same(key):
+                say(key.split(".")[0] + ".securityContext", f"differs between replica types: all use {given[0]}")
+    if "podSecurityContext" not in v and "securityContext" not in v:
+        say(
+            "securityContext",
+            "not set in the TFJob (the image's user, a writable root filesystem): tf-cluster runs as uid 1000 "
+            "with a read-only root filesystem (/tmp and the volumes writable). If the image needs root or writes "
+            "elsewhere, set podSecurityContext / securityContext",
+        )
+
+
+def split_image(ref: str) -> tuple[str, str]:
+    """repository, tag; a digest stays with the repository (the chart appends ':tag')."""
+    if "@" in ref:
+        return ref, ""
+    repo, _, tag = ref.rpartition(":")
+    if not repo or "/" in tag:
+        return ref, "latest"
+    return repo, tag
+
+
+def slot_for(name: str, mount_path: str, free: list[str]) -> str | None:
+    text = f"{name} {mount_path}".lower()
+    for slot, words in SLOTS.items():
+        if slot in free and any(w in text for w in words):
+            return slot
+    for preferred in ("checkpoints", "data", "logs"):
+        if preferred in free:
+            return preferred
+    return None
+
+
+def storage(v: dict, specs: dict[str, dict], say) -> None:
+    """Volumes mounted into the tensorflow container -> the chart's three storage slots (release-wide)."""
+    free = list(SLOTS)
+    placed: dict[str, tuple[str, str]] = {}  # volume name -> (slot, mountPath)
+    for spec in specs.values():
+        path = f"spec.tfReplicaSpecs.{spec['_type']}.template.spec"
+        pod = spec["template"]["spec"]
+        volumes = {vol.get("name"): vol for vol in pod.get("volumes") or []}
+        for m in container_of(spec).get("volumeMounts") or []:
+            vname, mpath = m.get("name"), m.get("mountPath")
+            vol = volumes.get(vname)
+            where = f"{path}.volumes[{vname}]"
+            if vol is None:
+                raise ManifestError(f"{path}.containers[tensorflow].volumeMounts[{vname}]: no volume named {vname!r}")
+            if vname in placed:
+                if placed[vname][1] != mpath:
+                    say(where, f"mounted at {mpath} here and {placed[vname][1]} elsewhere: every task uses the latter")
+                continue
+            if m.get("subPath"):
+                say(f"{where}.subPath", "no equivalent: the whole volume is mounted")
+            kind = next((k for k in ("persistentVolumeClaim", "emptyDir") if k in vol), "")
+            slot = slot_for(vname, mpath, free) if kind else None
+            if not kind:
+                kinds = sorted(set(vol) - {"name"})
+                say(
+                    where,
+                    f"a {'/'.join(kinds)} volume has no equivalent (the chart mounts claims and emptyDirs): not "
+                    "carried over; put files in code.files or a claim",
+                )
+                continue
+            if slot is None:
+                say(where, "a fourth volume: the chart has three (data, checkpoints, logs); not carried over")
+                continue
+            free.remove(slot)
+            placed[vname] = (slot, mpath)
+            entry: dict = {"mountPath": mpath}
+            if kind == "persistentVolumeClaim":
+                entry.update(type="existingClaim", existingClaim=vol["persistentVolumeClaim"]["claimName"])
+            else:
+                entry["type"] = "emptyDir"
+                if (vol.get("emptyDir") or {}).get("sizeLimit"):
+                    entry["size"] = vol["emptyDir"]["sizeLimit"]
+                say(
+                    where,
+                    f"emptyDir at {mpath} -> storage.{slot} (type emptyDir): each pod has its own, as under TFJob",
+                )
+            if m.get("readOnly") or (vol.get("persistentVolumeClaim") or {}).get("readOnly"):
+                entry["readOnly"] = True
+            v.setdefault("storage", {})[slot] = entry
+        mounted = {m.get("name") for m in container_of(spec).get("volumeMounts") or []}
+        for vname in sorted(set(volumes) - set(placed) - mounted):
+            say(f"{path}.volumes[{vname}]", "not mounted by the tensorflow container: not carried over")
+    mounts = [
+        sorted((m.get("name"), m.get("mountPath")) for m in container_of(s).get("volumeMounts") or [])
+        for s in specs.values()
+    ]
+    if any(m != mounts[0] for m in mounts):
+        say("volumeMounts", "differ between replica types: tf-cluster mounts the same volumes in every task")
+    for vname, (slot, mpath) in placed.items():
+        say(f"volumes[{vname}]", f"-> storage.{slot} at {mpath} (the chart's MODEL_DIR/DATA_DIR/LOG_DIR follow it)")
+
+
+def restart_policies(v: dict, specs: dict[str, dict], run: dict, say) -> None:
+    policies: dict[str, dict] = {}
+    for role, spec in specs.items():
+        path = f"spec.tfReplicaSpecs.{spec['_type']}.restartPolicy"
+        policy = spec.get("restartPolicy") or "Never"
+        if policy == "Never":
+            policies[role] = {"backoffLimitPerIndex": 0}
+            say(
+                path,
+                f"Never -> jobPolicies.{role}.backoffLimitPerIndex 0: a failed pod fails the run, as under TFJob "
+                "(drop it to get tf-cluster's default of 3 retries per task)",
+            )
+        elif policy in ("OnFailure", "Always"):
+            limit = run.get("backoffLimit")
+            if limit is not None:
+                policies[role] = {"backoffLimitPerIndex": int(limit)}
+            say(
+                path,
+                f"{policy} -> retried up to job.backoffLimitPerIndex times per task: a failed task gets a new pod "
+                "(its container is not restarted in place); checkpoints on a claim carry over"
+                + ("; Always: a task that exits 0 is done (a Job does not restart it)" if policy == "Always" else ""),
+            )
+        elif policy == "ExitCode":
+            policies[role] = {"nonRetryableExitCodes": PERMANENT_EXIT_CODES}
+            say(
+                path,
+                f"ExitCode -> jobPolicies.{role}.nonRetryableExitCodes 1-127: exit codes 1-127 fail the run at "
+                "once, 128 and above (signals: OOM kill, preemption) are retried, as in the training operator",
+            )
+        else:
+            raise ManifestError(f"{path}: {policy!r} is not one of Never, OnFailure, ExitCode, Always")
+    if policies:
+        v["jobPolicies"] = policies
+
+
+def run_policy(v: dict, run: dict, counts: dict[str, int], say, gang: str) -> None:
+    job: dict = {}
+    clean = run.get("cleanPodPolicy", "None")
+    if clean in ("None", "Running"):
+        say(
+            "spec.runPolicy.cleanPodPolicy",
+            f"{clean}: tf-cluster deletes no pods when the run ends, and leaves none running: the launcher stops "
+            "ps and evaluator tasks once the leading Job completes (their pods end Succeeded)",
+        )
+    elif clean == "All":
+        say(
+            "spec.runPolicy.cleanPodPolicy",
+            "All: no equivalent; finished pods stay until `helm uninstall` or job.ttlSecondsAfterFinished deletes "
+            "the Jobs with their pods",
+        )
+    if run.get("backoffLimit") is not None:
+        job["backoffLimitPerIndex"] = int(run["backoffLimit"])
+        say(
+            "spec.runPolicy.backoffLimit",
+            f"-> job.backoffLimitPerIndex {run['backoffLimit']}: counted per task (each index), not for the whole job",
+        )
+    if run.get("activeDeadlineSeconds") is not None:
+        job["activeDeadlineSeconds"] = int(run["activeDeadlineSeconds"])
+        say("spec.runPolicy.activeDeadlineSeconds", "-> job.activeDeadlineSeconds: each role's Job, from its own start")
+    if run.get("ttlSecondsAfterFinished") is not None:
+        job["ttlSecondsAfterFinished"] = int(run["ttlSecondsAfterFinished"])
+        say(
+            "spec.runPolicy.ttlSecondsAfterFinished",
+            "-> job.ttlSecondsAfterFinished: deletes each finished Job. Under Argo CD a deleted Job is drift: "
+            "self-heal re-creates it and trains again (README 'Argo CD')",
+        )
+    if job:
+        v["job"] = job
+    sched = run.get("schedulingPolicy") or {}
+    if sched:
+        scheduling_policy(v, sched, counts, say, gang)
+    for key in sorted(
+        set(run)
+        - {"cleanPodPolicy", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished", "schedulingPolicy"}
+    ):
+        say(f"spec.runPolicy.{key}", "no equivalent in tf-cluster: not carried over")
+
+
+def scheduling_policy(v: dict, sched: dict, counts: dict[str, int], say, gang: str) -> None:
+    path = "spec.runPolicy.schedulingPolicy"
+    scheduler = (v.get("roleDefaults") or {}).get("schedulerName", "")
+    by_scheduler = {"volcano": "volcano", "scheduler-plugins-scheduler": "coscheduling"}
+    mechanism = gang or by_scheduler.get(scheduler) or ("volcano" if sched.get("queue") else "kubernetes")
+    if mechanism not in ("kubernetes", "volcano", "coscheduling"):
+        raise ManifestError(f"--gang {gang!r}: kubernetes, volcano or coscheduling")
+    s: dict = {}
+    if mechanism == "kubernetes":
+        s["gang"] = True
+    else:
+        s["podGroup"] = mechanism  # the chart then sets that scheduler's schedulerName on every task
+        if by_scheduler.get(scheduler) == mechanism:
+            del v["roleDefaults"]["schedulerName"]
+    gang_tasks = sum(n for r, n in counts.items() if roles.BY_NAME[r].in_gang)
+    if "minAvailable" in sched and sched["minAvailable"] != gang_tasks:
+        say(
+            f"{path}.minAvailable",
+            f"{sched['minAvailable']}: tf-cluster gangs every training task ({gang_tasks}: chief, workers, ps; not "
+            "the evaluator), all or nothing",
+        )
+    if sched.get("queue"):
+        if mechanism == "volcano":
+            s["volcanoQueue"] = sched["queue"]
+        else:
+            say(f"{path}.queue", f"a Volcano queue; not used by the {mechanism} gang (use --gang volcano)")
+    if sched.get("scheduleTimeoutSeconds") is not None:
+        s["scheduleTimeoutSeconds"] = int(sched["scheduleTimeoutSeconds"])
+    if sched.get("priorityClass"):
+        v.setdefault("roleDefaults", {})["priorityClassName"] = sched["priorityClass"]
+        say(f"{path}.priorityClass", "-> roleDefaults.priorityClassName (every task, and the gang)")
+    if sched.get("minResources"):
+        say(f"{path}.minResources", "no equivalent: the gang waits for the tasks' own requests")
+    v["scheduling"] = s
+    say(path, f"-> scheduling: {s} (README 'All or nothing')")
+
+
+def success_policy(spec: dict, counts: dict[str, int], say) -> None:
+    policy = spec.get("successPolicy") or ""
+    workers = counts.get("worker", 0)
+    if counts.get("chief"):
+        if policy == "AllWorkers":
+            say("spec.successPolicy", "AllWorkers: the run completes when the chief does (the chart's leader)")
+    elif workers > 1 and policy != "AllWorkers":
+        say(
+            "spec.successPolicy",
+            "default: the run completes when every worker completes (TFJob: when worker 0 does); "
+            "MultiWorkerMirrored workers finish together",
+        )
+    if policy not in ("", "AllWorkers"):
+        raise ManifestError(f"spec.successPolicy: {policy!r} is not '' or 'AllWorkers'")
+
+
+def training_tasks(counts: dict[str, int]) -> int:
+    return sum(n for r, n in counts.items() if roles.BY_NAME[r].in_cluster)
+
+
+# ------------------------------------------------------------------ writing
+HEADER = """\
+# tf-cluster values converted from TFJob {ns}{name} by `tf-cluster from-tfjob`.
+# Install:  helm install {name} charts/tf-cluster -f THIS_FILE{ns_flag}
+# What changed or has no equivalent was printed by the converter; each line is
+# repeated at the end of this file. README "Coming from TFJob" has the whole table.
+"""
+
+COMMENTS = {
+    "fullnameOverride": "Object names start with the TFJob's name: <name>-<role>-<run>-<index> pods.",
+    "strategy": "Implied by the replica types: PS with a Chief -> parameterServer, no PS -> multiWorkerMirrored.",
+    "roles": "tfReplicaSpecs: Chief/Master -> chief, Worker -> worker, PS -> ps, Evaluator -> evaluator.",
+    "image": "The tensorflow container's image.",
+    "command": "The tensorflow container's command (run by the chart's launcher).",
+    "storage": "Volumes mounted into the tensorflow container (claims and emptyDirs).",
+    "jobPolicies": "restartPolicy per replica type.",
+    "job": "runPolicy.",
+    "scheduling": "runPolicy.schedulingPolicy.",
+    "roleDefaults": "Pod settings every replica type shares, set once.",
+}
+
+
+def to_yaml(conv: Conversion) -> str:
+    ns = f"{conv.namespace}/" if conv.namespace else ""
+    out = [HEADER.format(ns=ns, name=conv.name, ns_flag=f" -n {conv.namespace}" if conv.namespace else "")]
+    for key, value in conv.values.items():
+        if key in COMMENTS:
+            out.append(f"# {COMMENTS[key]}\n")
+        out.append(yaml.safe_dump({key: value}, sort_keys=False, default_flow_style=False, width=100))
+    if conv.notes:
+        out.append("\n# Converter notes (TFJob field: what happens instead):\n")
+        out.extend(f"#   {n}\n" for n in conv.notes)
+    return "".join(out)
+
+
+# ------------------------------------------------------------------ TFJob's own TF_CONFIG
+def is_distributed(counts: dict[str, int]) -> bool:
+    """util.go isDistributed: TF_CONFIG is set unless the TFJob has exactly one replica in all."""
+    return sum(counts.values()) != 1
+
+
+def tfjob_tf_config(tfjob: dict, rtype: str, index: int) -> dict | None:
+    """TF_CONFIG the TFJob controller gives task `rtype:index` (rtype as in the manifest)."""
+    specs = (tfjob.get("spec") or {})["tfReplicaSpecs"]
+    if not is_distributed({t: s.get("replicas", 1) for t, s in specs.items()}):
+        return None
+    meta = tfjob["metadata"]
+    cluster = {}
+    for t, s in specs.items():  # genClusterSpec: every replica type, the evaluator too
+        c = next(c for c in s["template"]["spec"]["containers"] if c["name"] == TFJOB_CONTAINER)
+        port = next((p["containerPort"] for p in c.get("ports") or [] if p.get("name") == TFJOB_PORT_NAME), TFJOB_PORT)
+        rt = t.lower()
+        ns = meta.get("namespace", "default")
+        cluster[rt] = [f"{meta['name']}-{rt}-{i}.{ns}.svc:{port}" for i in range(s.get("replicas", 1))]
+    return {"cluster": cluster, "task": {"type": rtype.lower(), "index": index}, "environment": "cloud"}
+
+
+#: The documented differences, applied to the TFJob side before comparing.
+DIFFERENCES = (
+    "the evaluator is not listed in cluster",
+    "Master's task type is chief",
+    "no 'environment' key",
+    "addresses are <job>-<i>.<fullname>[...]:<port> names of the same tasks",
+)
+
+
+def _task_of_tfjob_address(address: str) -> tuple[str, int, int]:
+    host, port = address.rsplit(":", 1)
+    m = re.match(r"^.+-(chief|master|worker|ps|evaluator)-(\d+)\.[^.]+\.svc(\..+)?$", host)
+    if not m:
+        raise ValueError(f"not a TFJob address: {address}")
+    return ROLE_OF[m.group(1)], int(m.group(2)), int(port)
+
+
+def compare(tfjob: dict, docs: list[dict], namespace: str) -> list[str]:
+    """Task-by-task differences between the TFJob controller's TF_CONFIG and the rendered release's,
+    beyond DIFFERENCES; [] when every task matches."""
+    pods = manifests.pods(docs, namespace=namespace)
+    by_host = {f"{p.hostname}.{p.subdomain}": p for p in pods}
+
+    def chart_task(address: str) -> tuple[str, int, int]:
+        host, port = address.rsplit(":", 1)
+        short = ".".join(host.split(".")[:2])
+        p = by_host[short]
+        return p.role, p.index, int(port)
+
+    problems = []
+    types = {ROLE_OF[t.lower()]: t for t in tfjob["spec"]["tfReplicaSpecs"]}
+    seen = set()
+    for p in pods:
+        seen.add((p.role, p.index))
+        theirs = tfjob_tf_config(tfjob, types[p.role], p.index)
+        ours = p.tf_config
+        if theirs is None or ours is None:
+            if (theirs is None) != (ours is None):
+                problems.append(
+                    f"{p.role}-{p.index}: TF_CONFIG {'set' if ours else 'absent'} here, "
+                    f"{'set' if theirs else 'absent'} under TFJob"
+                )
+            continue
+        want = {
+            ROLE_OF[rt]: [_task_of_tfjob_address(a) for a in addrs]
+            for rt, addrs in theirs["cluster"].items()
+            if ROLE_OF[rt] != "evaluator"
+        }
+        got = {role: [chart_task(a) for a in addrs] for role, addrs in ours["cluster"].items()}
+        if want != got:
+            problems.append(f"{p.role}-{p.index}: cluster {got} here, {want} under TFJob")
+        task = {"type": ROLE_OF[theirs["task"]["type"]], "index": theirs["task"]["index"]}
+        if ours["task"] != task:
+            problems.append(f"{p.role}-{p.index}: task {ours['task']} here, {task} under TFJob")
+    want_tasks = {
+        (ROLE_OF[t.lower()], i) for t, s in tfjob["spec"]["tfReplicaSpecs"].items() for i in range(s.get("replicas", 1))
+    }
+    if seen != want_tasks:
+        problems.append(f"tasks {sorted(seen)} here, {sorted(want_tasks)} under TFJob")
+    return problems
+
+
+def notes_text(notes: Iterable[Note]) -> str:
+    return "".join(f"  {n}\n" for n in notes)
