@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from . import __version__
-from .commands import build, from_tfjob, package, render, run_local, smoke, validate
+from .commands import build, from_tfjob, package, render, run_local, smoke, tune, validate
 from .errors import TfClusterError
 
 
@@ -16,12 +16,15 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tf-cluster", description=__doc__)
     p.add_argument("--version", action="version", version=f"tf-cluster {__version__}")
     sub = p.add_subparsers(dest="command", required=True)
-    for module in (render, validate, build, run_local, smoke, package, from_tfjob):
+    for module in (render, validate, build, run_local, smoke, package, tune, from_tfjob):
         module.add_parser(sub)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:2] == ["tune", "show"]:  # `tf-cluster tune show STUDY`
+        argv = ["tune-show", *argv[2:]]
     args = parser().parse_args(argv)
     try:
         return args.func(args)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -147,6 +148,18 @@ class Helm:
         if proc.returncode != 0:
             raise RenderError(clean_helm_error(proc.stderr), values_files=[str(f) for f in values.files])
         return proc.stdout
+
+    def user_values(self, values: Values) -> dict:
+        """The values these flags give the chart, merged by Helm itself (files, then --set*),
+        without the chart's defaults: rendered through a scratch chart that has none."""
+        with tempfile.TemporaryDirectory() as tmp:
+            chart = Path(tmp) / "values-of"
+            (chart / "templates").mkdir(parents=True)
+            (chart / "Chart.yaml").write_text("apiVersion: v2\nname: values-of\nversion: 0.0.0\n")
+            (chart / "templates" / "values.yaml").write_text("{{ toJson .Values }}\n")
+            text = self.template("values-of", values, chart=chart)
+        (merged,) = parse(text)
+        return merged
 
     def install(
         self,

@@ -77,7 +77,7 @@ def render_dockerfile(
 
 
 def requirements(variant: str) -> str:
-    return f"{VARIANTS[variant]['tf_package']}\ntensorboard\n"
+    return f"{VARIANTS[variant]['tf_package']}\ntensorboard\ncloudml-hypertune\n"  # Vertex AI metric reports
 
 
 def constraints() -> str:

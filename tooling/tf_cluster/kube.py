@@ -247,11 +247,13 @@ def wait_for_jobs(
     say: Callable[[str], None] = print,
     every: float = 2,
     progress_every: float = 15,
+    cancel: Callable[[], str] | None = None,
 ) -> Snapshot:
     """Wait until every Job of the release is Complete or Failed; report progress as it goes.
 
-    Returns the final snapshot (callers decide what Failed means). Raises RunError on timeout or
-    when a pod is stuck (bad image, unschedulable, bad config) for `stuck_grace` seconds.
+    Returns the final snapshot (callers decide what Failed means), or the current one as soon as
+    `cancel()` gives a reason. Raises RunError on timeout or when a pod is stuck (bad image,
+    unschedulable, bad config) for `stuck_grace` seconds.
     """
     t0 = time.monotonic()
     last_line, last_progress = "", 0.0
@@ -270,6 +272,10 @@ def wait_for_jobs(
             say(f"{now - t0:6.1f}s  {line}" + (f"  | {log}" if log else ""))
             last_progress = now
         if snap.finished():
+            return snap
+        reason = cancel() if cancel else ""
+        if reason:
+            say(f"{now - t0:6.1f}s  stopped waiting: {reason}")
             return snap
         waiting = {p.metadata.name for g in gang.gangs(snap).values() for p in g.unbound}
         if waiting and now - last_gang >= (progress_every if gang_lines else 0):

@@ -480,10 +480,14 @@ class LocalCluster:
 
     def time_out(self, timeout: float) -> None:
         """Fail and stop every unfinished Job, as run-local's --timeout does."""
+        self.fail_unfinished(f"run-local --timeout {timeout:.0f}s reached")
+
+    def fail_unfinished(self, reason: str) -> None:
+        """Fail and stop every unfinished Job with this reason (a timeout, a tuner pruning the run)."""
         with self.lock:
             for job in self.jobs:
                 if not job.condition:
-                    job.condition, job.reason = "Failed", f"run-local --timeout {timeout:.0f}s reached"
+                    job.condition, job.reason = "Failed", reason
                     self._stop_job(job)
 
     def shutdown(self) -> None:
@@ -511,7 +515,9 @@ class LocalCluster:
             if t.mounts:  # isolated: its /tmp is its own
                 metrics = Path(self.host_path(t, t.env.get(progress.HYPERTUNE_ENV) or progress.HYPERTUNE_FILE))
                 if metrics.is_file():
-                    found.update(progress.hypertune_metrics(metrics.read_text(errors="replace")))
+                    text = metrics.read_text(errors="replace")
+                    found.update(progress.hypertune_metrics(text))
+                    t.reported.add_reports(progress.hypertune_series(text))
             if found:
                 t.reported.files = found
 

@@ -4,8 +4,12 @@ that any runner (local processes, a cluster's pod logs) can show how far it got.
     TF_CLUSTER_PROGRESS {"epoch": 2, "epochs": 5, "loss": 0.31, "accuracy": 0.9}
     TF_CLUSTER_EVENT {"event": "resumed", "epoch": 2}
     TF_CLUSTER_RESULT {"loss": ..., "accuracy": ..., "model_dir": ..., "chief": true}
+    TF_CLUSTER_METRICS {"accuracy": "0.91", "global_step": "3", ...}
 
-One JSON object per line after the marker. The chart's trainers print them
+One JSON object per line after the marker. METRICS lines are printed by the chart's
+launcher, not the program: each new report in the program's cloudml-hypertune metrics
+file, so a pod's log carries it (they fill `TaskProgress.files`, never the program's own
+progress). The chart's trainers print them
 (images/trainers/common.py `emit`); any program may. A line that starts with a
 marker but carries no JSON object is not a message (it is shown as plain output).
 
@@ -26,13 +30,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 PREFIX = "TF_CLUSTER_"
-KINDS = ("PROGRESS", "RESULT", "EVENT")
+KINDS = ("PROGRESS", "RESULT", "EVENT", "METRICS")
 METRICS = ("loss", "accuracy", "val_loss", "val_accuracy")
 
 
 @dataclass(frozen=True)
 class Message:
-    kind: str  # PROGRESS | RESULT | EVENT
+    kind: str  # PROGRESS | RESULT | EVENT | METRICS
     data: dict
 
     def describe(self) -> str:
@@ -42,6 +46,9 @@ class Message:
             return f"epoch {self.data.get('epoch')}/{self.data.get('epochs')}  {metrics}"
         if self.kind == "EVENT":
             return f"{self.data.get('event')} at epoch {self.data.get('epoch')}"
+        if self.kind == "METRICS":
+            shown = hypertune_metrics(json.dumps(self.data))
+            return "reported (hypertune): " + ", ".join(f"{k} {v:g}" for k, v in shown.items())
         where = f"  model -> {self.data['model_dir']}" if self.data.get("model_dir") else ""
         return f"finished: {metrics}{where}"
 
@@ -116,6 +123,25 @@ def hypertune_metrics(text: str) -> dict[str, float]:
     return out
 
 
+def hypertune_series(text: str) -> dict[str, dict[int, float]]:
+    """Every report in a cloudml-hypertune metrics file (or METRICS line): metric -> {step: value}."""
+    out: dict[str, dict[int, float]] = {}
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+            step = int(float(entry.get("global_step") or 0))
+        except (ValueError, AttributeError, TypeError):
+            continue
+        for k, v in entry.items():
+            if k in ("timestamp", "trial", "global_step", "checkpoint_path"):
+                continue
+            try:
+                out.setdefault(k, {})[step] = float(v)
+            except (TypeError, ValueError):
+                pass
+    return out
+
+
 def _records(path: Path):
     """The records of a TFRecord file (TensorBoard's event file format); a torn last record ends it."""
     data = path.read_bytes()
@@ -176,6 +202,8 @@ class TaskProgress:
     events: list[dict] = field(default_factory=list)
     speaks_protocol: bool = False
     files: dict = field(default_factory=dict)  # metrics read from files it wrote (hypertune, TensorBoard)
+    reports: dict = field(default_factory=dict)  # hypertune reports along the way: metric -> {step: value}
+    history: dict = field(default_factory=dict)  # progress along the way: metric -> {epoch: value}
     _keras_epoch: tuple[int, int] | None = None
 
     def feed(self, line: str) -> Message | None:
@@ -184,10 +212,15 @@ class TaskProgress:
             if not self.speaks_protocol:
                 self._feed_keras(line)
             return None
+        if msg.kind == "METRICS":  # the launcher's echo of the hypertune file: not the program speaking
+            self.files.update(hypertune_metrics(json.dumps(msg.data)))
+            self.add_reports(hypertune_series(json.dumps(msg.data)))
+            return msg
         if not self.speaks_protocol:
             self.speaks_protocol, self.progress = True, {}
         if msg.kind == "PROGRESS":
             self.progress = msg.data
+            self._remember(msg.data)
         elif msg.kind == "RESULT":
             self.result = msg.data
         else:
@@ -202,6 +235,18 @@ class TaskProgress:
         metrics = keras_metrics(line)
         if metrics and self._keras_epoch:
             self.progress = {"epoch": self._keras_epoch[0], "epochs": self._keras_epoch[1], **metrics}
+            self._remember(self.progress)
+
+    def _remember(self, progress: dict) -> None:
+        if not isinstance(progress.get("epoch"), int | float):
+            return
+        for k, v in progress.items():
+            if k not in ("epoch", "epochs") and isinstance(v, int | float):
+                self.history.setdefault(k, {})[int(progress["epoch"])] = float(v)
+
+    def add_reports(self, series: dict[str, dict[int, float]]) -> None:
+        for k, steps in series.items():
+            self.reports.setdefault(k, {}).update(steps)
 
     @classmethod
     def of_log(cls, text: str) -> TaskProgress:

@@ -13,7 +13,10 @@ Standard library only, so it runs in any image with Python 3.8+.
    killed and the launcher exits 128+signal. (In multi-worker runs TensorFlow's
    coordination service catches SIGTERM, so without this a deleted pod trains on
    until the kubelet's SIGKILL and may even exit 0, as measured on a real node.)
-3. When TF_CLUSTER_STOP_WITH_LEADER=true (ps, ParameterServer workers, the
+3. Echoes each new report of Vertex AI's cloudml-hypertune library (the metrics file
+   it writes in the pod's /tmp, CLOUD_ML_HP_METRIC_FILE) to its stdout as a
+   TF_CLUSTER_METRICS line, so the pod's log carries what the program reported.
+4. When TF_CLUSTER_STOP_WITH_LEADER=true (ps, ParameterServer workers, the
    evaluator) it polls the leading Job (chief, else worker) through the
    Kubernetes API with the pod's token; when that Job is Complete it stops the
    child and exits 0, when it Failed it stops the child and exits 3.
@@ -190,6 +193,39 @@ def watch_leader(poll, on_finished, stop_event):
 
 # ------------------------------------------------------------ running
 
+def echo_metrics(stop_event, interval=2.0):
+    """Print each report of the hypertune metrics file not printed yet (the library rewrites the
+    file with its last 100 reports, each with a timestamp) whenever the file changes, and once
+    more after the child ends."""
+    path = env("CLOUD_ML_HP_METRIC_FILE", "/tmp/hypertune/output.metrics")
+    seen, last = None, -1.0
+    while True:
+        stopping = stop_event.wait(interval)
+        try:
+            st = os.stat(path)
+            key = (st.st_mtime, st.st_size)
+        except OSError:
+            key = None
+        if key is not None and key != seen:
+            seen = key
+            try:
+                with open(path) as f:
+                    lines = [ln.strip() for ln in f.read().splitlines() if ln.strip()]
+            except OSError:
+                lines = []
+            for line in lines:
+                try:
+                    stamp = float(json.loads(line).get("timestamp", 0))
+                except (ValueError, AttributeError, TypeError):
+                    continue
+                if stamp > last:
+                    last = stamp
+                    sys.stdout.write("TF_CLUSTER_METRICS %s\n" % line)
+            sys.stdout.flush()
+        if stopping:
+            return
+
+
 def stop_child(proc, grace):
     if proc.poll() is not None:
         return
@@ -280,6 +316,8 @@ def run(argv):
     signal.signal(signal.SIGINT, forward)
 
     stop_event = threading.Event()
+    echo = threading.Thread(target=echo_metrics, daemon=True, args=(stop_event,))
+    echo.start()
     if stops_with_leader:
         def on_finished(cond):
             outcome["leader"] = cond
@@ -290,6 +328,7 @@ def run(argv):
 
     rc = proc.wait()
     stop_event.set()
+    echo.join(5)
     if outcome.get("leader") == "Complete":
         log("leading Job completed; task stopped (exit 0)")
         return 0

@@ -274,6 +274,7 @@ def test_deleting_a_mwms_worker_restarts_it_and_training_resumes_from_the_checkp
         say(f"the replacement joined the running gang {group.metadata.name} (minCount already met): placed alone")
 
 
+@pytest.mark.extended  # CI keeps it on the real kube-apiserver (tests/e2e, Helm 4 and 3) and Argo CD's env change here
 def test_helm_upgrade_with_a_changed_spec_starts_a_new_run(api, ns):
     quick = ("env[0].name=EPOCHS", "env[0].value=1", "env[1].name=STEPS_PER_EPOCH", "env[1].value=10")
     install(ns, "up", EX / "mwms-cpu.yaml", sets=quick)

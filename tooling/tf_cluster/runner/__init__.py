@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from ..progress import TaskProgress
 
 Say = Callable[[str], None]
+Cancel = Callable[[], str]  # a reason to stop waiting, or "" to go on
 
 
 @dataclass
@@ -89,9 +90,11 @@ class Runner(ABC):
         """Launch every task of the release."""
 
     @abstractmethod
-    def watch(self, timeout: float, on_update: Say = print) -> RunReport:
+    def watch(self, timeout: float, on_update: Say = print, cancel: Cancel | None = None) -> RunReport:
         """Block until every Job is Complete or Failed (or `timeout` seconds passed: then stop
-        what still runs and report it Failed); say what changes as it goes."""
+        what still runs and report it Failed); say what changes as it goes. `cancel`, asked every
+        few seconds: when it returns a reason, stop waiting (a tuner pruned the run) and report
+        the run as it stands (`stop` tears it down)."""
 
     @abstractmethod
     def report(self) -> RunReport:

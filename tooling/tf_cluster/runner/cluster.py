@@ -6,7 +6,7 @@ from .. import kube
 from ..errors import RunError
 from ..helm import Helm, Values
 from ..progress import TaskProgress
-from . import JobReport, Runner, RunReport, Say, TaskReport
+from . import Cancel, JobReport, Runner, RunReport, Say, TaskReport
 
 TERMINAL = {"Succeeded": "succeeded", "Failed": "failed", "Running": "running", "Pending": "pending"}
 
@@ -37,10 +37,16 @@ class ClusterRunner(Runner):
         self.helm.install(self.release, self.values, check=True)
         self.installed = True
 
-    def watch(self, timeout: float, on_update: Say = print) -> RunReport:
+    def watch(self, timeout: float, on_update: Say = print, cancel: Cancel | None = None) -> RunReport:
         on_update("waiting for every Job to reach Complete or Failed (progress every 15 s)")
         kube.wait_for_jobs(
-            self.api, self.namespace, self.release, timeout=timeout, say=on_update, stuck_grace=self.stuck_grace
+            self.api,
+            self.namespace,
+            self.release,
+            timeout=timeout,
+            say=on_update,
+            stuck_grace=self.stuck_grace,
+            cancel=cancel,
         )
         return self.report()
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..local import LocalCluster, Task
 from ..manifests import Pod
-from . import JobReport, Runner, RunReport, Say, TaskReport, align
+from . import Cancel, JobReport, Runner, RunReport, Say, TaskReport, align
 
 
 class LocalRunner(Runner):
@@ -27,7 +27,7 @@ class LocalRunner(Runner):
         self._t0 = time.monotonic()
         self.cluster.start()
 
-    def watch(self, timeout: float, on_update: Say = print) -> RunReport:
+    def watch(self, timeout: float, on_update: Say = print, cancel: Cancel | None = None) -> RunReport:
         """The status table is said when a task's state or progress changed (checked every
         `status_every` s), and at least once a minute while nothing changes."""
         last, shown = time.monotonic(), ""
@@ -44,6 +44,9 @@ class LocalRunner(Runner):
                     shown, last = state, now
             if now - self.cluster.started > timeout:
                 self.cluster.time_out(timeout)
+            reason = cancel() if cancel else ""
+            if reason:
+                self.cluster.fail_unfinished(reason)
         return self.report()
 
     def report(self) -> RunReport:
