@@ -233,3 +233,38 @@ def test_without_an_entrypoint_the_values_say_so_and_helm_refuses_them(tmp_path,
         [str(ROOT / ".venv" / "bin" / "tf-cluster"), "render", "-f", str(out)], capture_output=True, text=True
     )
     assert r.returncode == 4 and "command" in r.stderr, r.stderr
+
+
+def test_digests_tmp_shm_security_contexts_and_empty_replica_types_render_as_under_tfjob():
+    job = yaml.safe_load((UPSTREAM / "simple.yaml").read_text())
+    digest = "sha256:" + "ab" * 32
+    pod = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod["containers"][0]["image"] = f"registry.example/tf:2.17@{digest}"
+    pod["containers"][0]["volumeMounts"] = [{"name": "t", "mountPath": "/tmp"}, {"name": "s", "mountPath": "/dev/shm"}]
+    pod["volumes"] = [
+        {"name": "t", "emptyDir": {"sizeLimit": "5Gi"}},
+        {"name": "s", "emptyDir": {"medium": "Memory", "sizeLimit": "2Gi"}},
+    ]
+    pod["securityContext"] = {"runAsUser": 0}
+    ps = {"name": "tensorflow", "image": pod["containers"][0]["image"]}
+    job["spec"]["tfReplicaSpecs"]["PS"] = {"replicas": 0, "template": {"spec": {"containers": [ps]}}}
+    conv = tfjob.convert(job)
+    assert conv.values["image"] == {"repository": "registry.example/tf", "digest": digest}
+    assert conv.values["storage"] == {"tmp": {"sizeLimit": "5Gi"}} and conv.values["shmSize"] == "2Gi"
+    docs = render(conv.values, release=conv.name)
+    (job_doc,) = [d for d in docs if d["kind"] == "Job"]
+    spec = job_doc["spec"]["template"]["spec"]
+    assert spec["containers"][0]["image"] == f"registry.example/tf@{digest}"
+    assert spec["securityContext"] == {"runAsUser": 0}, "the chart's runAsNonRoot would refuse uid 0"
+    mounts = [m["mountPath"] for m in spec["containers"][0]["volumeMounts"]]
+    assert mounts.count("/tmp") == 1 and mounts.count("/dev/shm") == 1
+    assert tfjob.compare(conv.tfjob, docs, "default") == []  # PS with replicas 0: no address either way
+
+
+def test_a_scheduling_policy_without_volcano_gangs_where_the_cluster_can():
+    job = yaml.safe_load((UPSTREAM / "simple.yaml").read_text())
+    job["spec"]["runPolicy"] = {"schedulingPolicy": {"minAvailable": 2, "priorityClass": "training"}}
+    conv = tfjob.convert(job)
+    assert conv.values["scheduling"] == {"gang": "auto"}
+    assert conv.values["roleDefaults"]["priorityClassName"] == "training"
+    assert "use --gang volcano or coscheduling" in notes(conv)

@@ -158,8 +158,8 @@ class Helm:
             (chart / "Chart.yaml").write_text("apiVersion: v2\nname: values-of\nversion: 0.0.0\n")
             (chart / "templates" / "values.yaml").write_text("{{ toJson .Values }}\n")
             text = self.template("values-of", values, chart=chart)
-        (merged,) = parse(text)
-        return merged
+        docs = parse(text)
+        return docs[0] if docs else {}
 
     def install(
         self,

@@ -123,6 +123,18 @@ def ensure_namespace(api, namespace: str) -> bool:
     return True
 
 
+def namespace_phase(api, namespace: str) -> str:
+    """Active, Terminating, or "" when there is none."""
+    from kubernetes import client
+
+    try:
+        return client.CoreV1Api(api).read_namespace(namespace).status.phase or ""
+    except client.ApiException as e:
+        if e.status == 404:
+            return ""
+        raise RunError(f"cannot read namespace {namespace}: {e.reason}") from e
+
+
 def delete_namespace(api, namespace: str) -> None:
     from kubernetes import client
 

@@ -313,6 +313,8 @@ class LocalCluster:
             env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBERNETES_", "TF_CONFIG"))}
             env["PATH"] = f"{Path(self.python).parent}{os.pathsep}{env.get('PATH', '')}"
             env["TMPDIR"] = env.get("HOME", str(self.workdir))
+            # tasks share this machine's /tmp: each gets its own cloudml-hypertune metrics file
+            env[progress.HYPERTUNE_ENV] = str(self.hypertune_file(pod.name))
         env.update({k: self._localize(v, paths) for k, v in pod.env.items()})
         env["TF_CLUSTER_LEADER_STATUS_FILE"] = (
             f"{POD_API}/{self.leader_file.name}" if self.isolated else str(self.leader_file)
@@ -514,12 +516,18 @@ class LocalCluster:
                 found.update(progress.event_scalars(Path(self.host_path(t, log_dir))))
             if t.mounts:  # isolated: its /tmp is its own
                 metrics = Path(self.host_path(t, t.env.get(progress.HYPERTUNE_ENV) or progress.HYPERTUNE_FILE))
-                if metrics.is_file():
-                    text = metrics.read_text(errors="replace")
-                    found.update(progress.hypertune_metrics(text))
-                    t.reported.add_reports(progress.hypertune_series(text))
+            else:
+                metrics = Path(t.env.get(progress.HYPERTUNE_ENV) or self.hypertune_file(t.name))
+            if metrics.is_file():
+                text = metrics.read_text(errors="replace")
+                found.update(progress.hypertune_metrics(text))
+                t.reported.add_reports(progress.hypertune_series(text))
             if found:
-                t.reported.files = found
+                t.reported.files = {**t.reported.files, **found}  # one assignment: readers in other threads
+
+    def hypertune_file(self, task: str) -> Path:
+        """Where a task that is not isolated writes its cloudml-hypertune metrics (CLOUD_ML_HP_METRIC_FILE)."""
+        return self.workdir / "pods" / task / "hypertune" / "output.metrics"
 
     def private_files(self) -> dict[str, list[str]]:
         """Per task, what it left in folders private to its pod (/tmp, emptyDirs), as the pod

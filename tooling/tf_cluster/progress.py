@@ -57,7 +57,10 @@ def parse(line: str) -> Message | None:
     """The message on one output line, or None."""
     line = line.strip()
     if not line.startswith(PREFIX):
-        return None
+        at = line.find(PREFIX + "METRICS {")  # the launcher's echo, after a progress bar left open
+        if at < 0:
+            return None
+        line = line[at:]
     head, _, payload = line.partition(" ")
     kind = head[len(PREFIX) :]
     if kind not in KINDS:
@@ -126,12 +129,16 @@ def hypertune_metrics(text: str) -> dict[str, float]:
 def hypertune_series(text: str) -> dict[str, dict[int, float]]:
     """Every report in a cloudml-hypertune metrics file (or METRICS line): metric -> {step: value}."""
     out: dict[str, dict[int, float]] = {}
+    entries = []
     for line in text.splitlines():
         try:
             entry = json.loads(line)
-            step = int(float(entry.get("global_step") or 0))
+            entries.append((int(float(entry.get("global_step") or 0)), entry))
         except (ValueError, AttributeError, TypeError):
             continue
+    if len(entries) > 1 and not any(step for step, _ in entries):  # reported without global_step: in order
+        entries = [(i + 1, entry) for i, (_, entry) in enumerate(entries)]
+    for step, entry in entries:
         for k, v in entry.items():
             if k in ("timestamp", "trial", "global_step", "checkpoint_path"):
                 continue
@@ -205,6 +212,7 @@ class TaskProgress:
     reports: dict = field(default_factory=dict)  # hypertune reports along the way: metric -> {step: value}
     history: dict = field(default_factory=dict)  # progress along the way: metric -> {epoch: value}
     _keras_epoch: tuple[int, int] | None = None
+    _metrics_seen: int = 0
 
     def feed(self, line: str) -> Message | None:
         msg = parse(line)
@@ -214,7 +222,11 @@ class TaskProgress:
             return None
         if msg.kind == "METRICS":  # the launcher's echo of the hypertune file: not the program speaking
             self.files.update(hypertune_metrics(json.dumps(msg.data)))
-            self.add_reports(hypertune_series(json.dumps(msg.data)))
+            self._metrics_seen += 1
+            series = hypertune_series(json.dumps(msg.data))
+            if all(set(steps) == {0} for steps in series.values()):  # no global_step: the report's number
+                series = {k: {self._metrics_seen: v} for k, steps in series.items() for v in steps.values()}
+            self.add_reports(series)
             return msg
         if not self.speaks_protocol:
             self.speaks_protocol, self.progress = True, {}

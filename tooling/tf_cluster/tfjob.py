@@ -180,6 +180,12 @@ def convert(tfjob: dict, *, entrypoint: list[str] | None = None, gang: str = "")
     v["strategy"] = strategy(counts, say)
     v["roles"] = {role: {"replicas": counts.get(role, 0)} for role in roles.NAMES}
 
+    if not any(counts.values()):
+        raise ManifestError("spec.tfReplicaSpecs: every replica type has replicas: 0; nothing would run")
+    for role, n in counts.items():
+        if not n:
+            say(f"spec.tfReplicaSpecs.{specs[role]['_type']}", "replicas: 0: the role is left out")
+    specs = {role: s for role, s in specs.items() if counts[role]}
     per_role = {role: pod_settings(role, s, say) for role, s in specs.items()}
     hoist(v, per_role, specs, say, entrypoint)
     storage(v, specs, say)
@@ -311,7 +317,7 @@ def hoist(v: dict, per_role: dict[str, dict], specs: dict[str, dict], say, entry
     # image: repository[:tag][@digest] -> image.repository / image.tag
     images = {r: split_image(per_role[r]["image"]) for r in present}
     first = images[present[0]]
-    v["image"] = {"repository": first[0], "tag": first[1]}
+    v["image"] = dict(first)
     pulls = {str(per_role[r]["imagePullPolicy"]) for r in present if per_role[r].get("imagePullPolicy")}
     if pulls:
         v["image"]["pullPolicy"] = sorted(pulls)[0]
@@ -319,7 +325,13 @@ def hoist(v: dict, per_role: dict[str, dict], specs: dict[str, dict], say, entry
             say("imagePullPolicy", f"differs between replica types ({sorted(pulls)}): all use {sorted(pulls)[0]}")
     for r in present[1:]:
         if images[r] != first:
-            v["roles"][r]["image"] = {"repository": images[r][0], "tag": images[r][1]}
+            v["roles"][r]["image"] = dict(images[r])
+            if ("digest" in images[r]) != ("digest" in first):
+                say(
+                    f"spec.tfReplicaSpecs.{specs[r]['_type']}...image",
+                    "one replica type's image is pinned by digest and another by tag: a role's image settings "
+                    "are merged over image.*, so pin both the same way",
+                )
     for key in TOP_LEVEL:
         if same(key):
             if per_role[present[0]].get(key):
@@ -351,7 +363,11 @@ def hoist(v: dict, per_role: dict[str, dict], specs: dict[str, dict], say, entry
     ports = {per_role[r]["port"] for r in present}
     v["port"] = per_role[present[0]]["port"]
     if len(ports) > 1:
-        say("ports[tfjob-port]", f"differs between replica types ({sorted(ports)}): every task uses {v['port']}")
+        say(
+            "ports[tfjob-port]",
+            f"differs between replica types ({sorted(ports)}): tf-cluster has one port, every task uses {v['port']} "
+            "(programs that read TF_CONFIG follow it)",
+        )
     accounts = {str(per_role[r].get("pod.serviceAccountName") or "") for r in present}
     if accounts - {""}:
         account = sorted(accounts - {""})[0]
@@ -374,7 +390,9 @@ def hoist(v: dict, per_role: dict[str, dict], specs: dict[str, dict], say, entry
     for key, value_key in contexts:
         given = [per_role[r].get(key) for r in present if per_role[r].get(key)]
         if given:
-            v[value_key] = given[0]
+            # Helm merges maps key by key: the chart's restricted defaults the TFJob does not set are
+            # removed (null), so runAsUser: 0 does not meet runAsNonRoot: true.
+            v[value_key] = {**{k: None for k in CHART_SECURITY[value_key]}, **(given[0] or {})}
             if not same(key):
                 say(key.split(".")[0] + ".securityContext", f"differs between replica types: all use {given[0]}")
     if "podSecurityContext" not in v and "securityContext" not in v:
@@ -386,14 +404,22 @@ def hoist(v: dict, per_role: dict[str, dict], specs: dict[str, dict], say, entry
         )
 
 
-def split_image(ref: str) -> tuple[str, str]:
-    """repository, tag; a digest stays with the repository (the chart appends ':tag')."""
+#: The chart's default security settings (values.yaml), replaced whole when a TFJob sets its own.
+CHART_SECURITY = {
+    "podSecurityContext": ("runAsNonRoot", "runAsUser", "runAsGroup", "fsGroup", "seccompProfile"),
+    "securityContext": ("allowPrivilegeEscalation", "readOnlyRootFilesystem", "capabilities"),
+}
+
+
+def split_image(ref: str) -> dict:
+    """image.repository and tag, or digest for a reference pinned by content (`repo@sha256:...`)."""
     if "@" in ref:
-        return ref, ""
+        repo, _, digest = ref.partition("@")
+        return {"repository": repo.rsplit(":", 1)[0] if ":" in repo.rsplit("/", 1)[-1] else repo, "digest": digest}
     repo, _, tag = ref.rpartition(":")
     if not repo or "/" in tag:
-        return ref, "latest"
-    return repo, tag
+        return {"repository": ref, "tag": "latest"}
+    return {"repository": repo, "tag": tag}
 
 
 def slot_for(name: str, mount_path: str, free: list[str]) -> str | None:
@@ -427,6 +453,19 @@ def storage(v: dict, specs: dict[str, dict], say) -> None:
                 continue
             if m.get("subPath"):
                 say(f"{where}.subPath", "no equivalent: the whole volume is mounted")
+            if "emptyDir" in vol and mpath in ("/tmp", "/dev/shm"):
+                size = (vol.get("emptyDir") or {}).get("sizeLimit")
+                if mpath == "/tmp":
+                    v.setdefault("storage", {})["tmp"] = {"sizeLimit": size or ""}
+                    say(
+                        where,
+                        f"emptyDir at /tmp -> storage.tmp.sizeLimit {size or '(none)'}: every pod has its own /tmp",
+                    )
+                else:
+                    v["shmSize"] = size or "1Gi"
+                    say(where, f"emptyDir at /dev/shm -> shmSize {v['shmSize']} (a memory-backed /dev/shm)")
+                placed[vname] = ("tmp" if mpath == "/tmp" else "shm", mpath)
+                continue
             kind = next((k for k in ("persistentVolumeClaim", "emptyDir") if k in vol), "")
             slot = slot_for(vname, mpath, free) if kind else None
             if not kind:
@@ -466,7 +505,8 @@ def storage(v: dict, specs: dict[str, dict], say) -> None:
     if any(m != mounts[0] for m in mounts):
         say("volumeMounts", "differ between replica types: tf-cluster mounts the same volumes in every task")
     for vname, (slot, mpath) in placed.items():
-        say(f"volumes[{vname}]", f"-> storage.{slot} at {mpath} (the chart's MODEL_DIR/DATA_DIR/LOG_DIR follow it)")
+        if slot in SLOTS:
+            say(f"volumes[{vname}]", f"-> storage.{slot} at {mpath} (the chart's MODEL_DIR/DATA_DIR/LOG_DIR follow it)")
 
 
 def restart_policies(v: dict, specs: dict[str, dict], run: dict, say) -> None:
@@ -556,7 +596,12 @@ def scheduling_policy(v: dict, sched: dict, counts: dict[str, int], say, gang: s
         raise ManifestError(f"--gang {gang!r}: kubernetes, volcano or coscheduling")
     s: dict = {}
     if mechanism == "kubernetes":
-        s["gang"] = True
+        s["gang"] = "auto"
+        say(
+            f"{path}",
+            "the Kubernetes PodGroup (scheduling.gang auto) gangs the tasks where the cluster serves it (1.37+ "
+            "with the gang API on); elsewhere nothing is ganged: use --gang volcano or coscheduling for those",
+        )
     else:
         s["podGroup"] = mechanism  # the chart then sets that scheduler's schedulerName on every task
         if by_scheduler.get(scheduler) == mechanism:
@@ -707,7 +752,7 @@ def compare(tfjob: dict, docs: list[dict], namespace: str) -> list[str]:
         want = {
             ROLE_OF[rt]: [_task_of_tfjob_address(a) for a in addrs]
             for rt, addrs in theirs["cluster"].items()
-            if ROLE_OF[rt] != "evaluator"
+            if ROLE_OF[rt] != "evaluator" and addrs  # a replica type with replicas: 0 lists no address
         }
         got = {role: [chart_task(a) for a in addrs] for role, addrs in ours["cluster"].items()}
         if want != got:

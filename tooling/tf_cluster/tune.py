@@ -291,15 +291,15 @@ def metric_of(report: RunReport, name: str) -> tuple[float | None, int | None]:
     order = {"chief": 0, "worker": 1}
     tasks = sorted(report.tasks, key=lambda t: (order.get(t.role, 2), t.index))
     for t in tasks:
-        r = t.reported
-        if name in r.files:
-            step = r.files.get("step")
-            return r.files[name], int(step) if step is not None else None
-        if name in r.result:
-            return float(r.result[name]), None
-        if name in r.progress:
-            epoch = r.progress.get("epoch")
-            return float(r.progress[name]), int(epoch) if epoch is not None else None
+        files, result, prog = t.reported.files, t.reported.result, t.reported.progress  # each read once
+        if name in files:
+            step = files.get("step")
+            return files[name], int(step) if step is not None else None
+        if name in result:
+            return float(result[name]), None
+        if name in prog:
+            epoch = prog.get("epoch")
+            return float(prog[name]), int(epoch) if epoch is not None else None
     return None, None
 
 
@@ -328,6 +328,7 @@ class TrialRun:
     report: RunReport | None = None
     error: str = ""
     captured: str = ""  # what went wrong, read before the release is torn down
+    last_report: RunReport | None = None  # the study loop's latest look (the live table shows it)
     last_step: int = -1
     thread: threading.Thread | None = None
 
@@ -380,14 +381,18 @@ class Backend:
     local: bool
     logs: Callable[[TrialRun], str] = lambda run: run.captured  # task logs (to tell a refused argument)
     cleanup: Callable[[str], None] = lambda release: None  # remove a release a killed tuner left
+    helm_major: str = "4"
 
 
-def trial_values(space: Space, base_args: dict[str, list[str]], params: dict) -> helm.Values:
+def trial_values(space: Space, base_args: dict[str, list[str]], params: dict, release: str = "") -> helm.Values:
     """The trial's settings on top of the base values: `--name=value` appended to `args` (and to
-    every role's own `args`), `valuesPath` parameters as chart values."""
+    every role's own `args`), `valuesPath` parameters as chart values; with a release, object
+    names follow it (a base `fullnameOverride` would give every trial the same Jobs)."""
     flags = [f"--{p.name}={params[p.name]}" for p in space.params if not p.values_path]
     set_json = [f"{path}={json.dumps([*args, *flags])}" for path, args in base_args.items()]
     set_json += [f"{p.values_path}={json.dumps(params[p.name])}" for p in space.params if p.values_path]
+    if release:
+        set_json.append(f"fullnameOverride={json.dumps(release)}")
     return helm.Values(set_json=tuple(set_json))
 
 
@@ -404,11 +409,14 @@ def release_name(study: str, number: int) -> str:
     return f"{study[:40]}-t{number}"
 
 
-def run_study(space: Space, base: helm.Values, backend: Backend, study, *, say: Say, poll: float = 1.0):
-    """Run trials until maxTrials count, `parallel` at once; return the study."""
+def run_study(space: Space, base: helm.Values, backend: Backend, study, *, say: Say, poll: float | None = None):
+    """Run trials until maxTrials count, `parallel` at once; return the study. Looks at running
+    trials every `poll` s (1 locally; 3 on a cluster, where a look reads pod logs)."""
     from optuna.trial import TrialState
 
-    user = helm.Helm().user_values(base)
+    poll = poll or (1.0 if backend.local else 3.0)
+
+    user = helm.Helm(backend.helm_major).user_values(base)
     args_at = base_args(user)
     parallel = space.parallel
     if space.algorithm == "grid":
@@ -437,10 +445,17 @@ def run_study(space: Space, base: helm.Values, backend: Backend, study, *, say: 
                 trial = study.ask()
                 params = {p.name: p.suggest(trial) for p in space.params}
                 release = release_name(space.study, trial.number)
-                values = base.plus(trial_values(space, args_at, params))
-                run = TrialRun(
-                    trial.number, trial, params, backend.make(release, values, trial.number), space.trial_timeout
-                )
+                values = base.plus(trial_values(space, args_at, params, release))
+                try:
+                    runner = backend.make(release, values, trial.number)
+                except TfClusterError as e:  # e.g. a valuesPath value the chart refuses
+                    trial.set_user_attr("reason", str(e)[:500])
+                    study.tell(trial, state=TrialState.FAIL)
+                    raise SpaceError(
+                        f"{space.path}: trial {trial.number} ({fmt_params(params)}) cannot start: {e}. "
+                        "The study is kept; fix the space and continue with --resume"
+                    ) from None
+                run = TrialRun(trial.number, trial, params, runner, space.trial_timeout)
                 running[trial.number] = run
                 say(f"trial {trial.number} started: {fmt_params(params)}")
                 run.go()
@@ -454,7 +469,11 @@ def run_study(space: Space, base: helm.Values, backend: Backend, study, *, say: 
                     continue
                 if run.cancel_reason:
                     continue
-                new = [(s, v) for s, v in sorted(metric_series(run.runner.report(), space.metric).items())]
+                try:
+                    run.last_report = run.runner.report()
+                except Exception:  # noqa: BLE001 - a report that failed now (API hiccup) is read next time
+                    continue
+                new = [(s, v) for s, v in sorted(metric_series(run.last_report, space.metric).items())]
                 new = [(s, v) for s, v in new if s > run.last_step]
                 for step, value in new:  # every step reported since the last look, so trials line up
                     run.trial.report(value, step)
@@ -468,16 +487,25 @@ def run_study(space: Space, base: helm.Values, backend: Backend, study, *, say: 
                 say(table)
                 shown = table
             time.sleep(poll)
-    except KeyboardInterrupt:
+    except BaseException as e:  # Ctrl-C, or an error: no trial is left running, none is lost
+        for number, run in list(running.items()):
+            if run.done:  # finished before the stop: told as it ended
+                del running[number]
+                try:
+                    finish(study, space, run, backend, say)
+                except SpaceError:
+                    pass
+        why = "the tuner was interrupted" if isinstance(e, KeyboardInterrupt) else f"the tuner stopped: {e}"
         for run in running.values():
-            run.cancel_reason = "the tuner was interrupted"
+            run.cancel_reason = why
         for run in running.values():
             if run.thread:
                 run.thread.join()
             study.tell(run.trial, state=TrialState.FAIL)
             study.enqueue_trial(run.params, user_attrs={"rerun_of": run.number})
             interrupted(study, run.number)
-        say(f"interrupted: {len(running)} running trial(s) stopped and queued again; continue with --resume")
+        if running:
+            say(f"{why}: {len(running)} running trial(s) stopped and queued again; continue with --resume")
         raise
     return study
 
@@ -538,8 +566,8 @@ def rows(study, space: Space, running: dict[int, TrialRun] | None = None, *, bes
             continue
         state = "INTERRUPTED" if t.number in skip else t.state.name
         value = t.value
-        if run is not None:
-            value = metric_of(run.runner.report(), space.metric)[0] if value is None else value
+        if run is not None and value is None and run.last_report is not None:
+            value = metric_of(run.last_report, space.metric)[0]
         seconds = run.seconds() if run is not None else t.user_attrs.get("seconds")
         if seconds is None and t.datetime_complete and t.datetime_start:
             seconds = (t.datetime_complete - t.datetime_start).total_seconds()
@@ -575,15 +603,15 @@ def live_table(study, space: Space, running: dict[int, TrialRun]) -> str:
 
 
 # ------------------------------------------------------------------ results
-def best_values(study, space: Space, base: helm.Values) -> dict:
+def best_values(study, space: Space, base: helm.Values, major: str = "4") -> dict:
     """The values the best trial ran with, whole (the base files, --script, the trial's settings):
     ready for `helm install -f`."""
     best = study.best_trial
-    values = base.plus(trial_values(space, base_args(helm.Helm().user_values(base)), best.params))
-    return helm.Helm().user_values(values)
+    h = helm.Helm(major)
+    return h.user_values(base.plus(trial_values(space, base_args(h.user_values(base)), best.params)))
 
 
-def write_results(study, space: Space, base: helm.Values, out: Path, say: Say) -> list[Path]:
+def write_results(study, space: Space, base: helm.Values, out: Path, say: Say, major: str = "4") -> list[Path]:
     """best-values.yaml and the plots; returns what was written."""
     written: list[Path] = []
     complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == "COMPLETE"]
@@ -596,7 +624,7 @@ def write_results(study, space: Space, base: helm.Values, out: Path, say: Say) -
         f"# Best trial {best.number} of study {space.study}: {space.metric} {best.value:g} ({space.goal})\n"
         f"# Parameters: {fmt_params(best.params)}\n# Install: helm install NAME charts/tf-cluster -f {path.name}\n"
     )
-    path.write_text(header + yaml.dump(best_values(study, space, base), Dumper=BlockDumper, sort_keys=False))
+    path.write_text(header + yaml.dump(best_values(study, space, base, major), Dumper=BlockDumper, sort_keys=False))
     written.append(path)
     written += plots(study, out / "plots", say)
     return written

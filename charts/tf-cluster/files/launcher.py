@@ -220,7 +220,8 @@ def echo_metrics(stop_event, interval=2.0):
                     continue
                 if stamp > last:
                     last = stamp
-                    sys.stdout.write("TF_CLUSTER_METRICS %s\n" % line)
+                    # on a line of its own even when the program left a progress bar open
+                    sys.stdout.write("\nTF_CLUSTER_METRICS %s\n" % line)
             sys.stdout.flush()
         if stopping:
             return

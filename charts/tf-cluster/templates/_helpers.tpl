@@ -78,7 +78,11 @@ Usage: include "tf-cluster.image" (dict "context" $ "override" $role.image)
 {{- fail "tf-cluster.image: pass (dict \"context\" $ \"override\" DICT)" -}}
 {{- end -}}
 {{- $image := merge (deepCopy (default dict .override)) (deepCopy .context.Values.image) -}}
+{{- if $image.digest }}
+image: "{{ $image.repository }}@{{ $image.digest }}"
+{{- else }}
 image: "{{ $image.repository }}:{{ default (printf "%s-cpu" .context.Chart.AppVersion) $image.tag }}"
+{{- end }}
 imagePullPolicy: {{ $image.pullPolicy }}
 {{- end -}}
 

@@ -70,7 +70,9 @@ def run(args) -> int:
         if args.output is None:
             sys.stdout.write(text)
         else:
-            out = args.output / f"{conv.name}.yaml" if len(found) > 1 or args.output.is_dir() else args.output
+            names = [(j.get("metadata") or {}).get("name") for j, _ in found]
+            stem = conv.name if names.count(conv.name) == 1 else f"{conv.namespace or 'default'}-{conv.name}"
+            out = args.output / f"{stem}.yaml" if len(found) > 1 or args.output.is_dir() else args.output
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(text)
             print(f"wrote {out}", file=sys.stderr)

@@ -52,8 +52,8 @@ def run(args) -> int:
     say = print_flush
     docs = helm.parse(helm.Helm(args.helm).template(tune.release_name(space.study, 0), base))
     tasks = len(manifests.pods(docs))
+    study = tune.open_study(space, url, resume=args.resume, say=say)  # before any namespace is made
     backend, created = cluster_backend(args, tasks) if args.kubeconfig else local_backend(args, out, tasks)
-    study = tune.open_study(space, url, resume=args.resume, say=say)
     say(
         f"tf-cluster tune: study {space.study} ({space.algorithm}, {space.goal} {space.metric}), "
         f"{space.max_trials} trials, {space.parallel} at once, {tasks} task(s) each, "
@@ -63,14 +63,14 @@ def run(args) -> int:
     try:
         tune.run_study(space, base, backend, study, say=say)
     finally:
-        if created:
+        if created and not args.keep:
             kube.delete_namespace(kube.client_for(args.kubeconfig), args.namespace)
             say(f"namespace {args.namespace} deleted")
-    report(study, space, base, out, say)
+    report(study, space, base, out, say, args.helm)
     return 0
 
 
-def report(study, space, base, out: Path, say) -> None:
+def report(study, space, base, out: Path, say, major: str) -> None:
     done = tune.counted(study)
     extra = len(study.user_attrs.get(tune.INTERRUPTED, []))
     say(
@@ -79,7 +79,7 @@ def report(study, space, base, out: Path, say) -> None:
         + " =="
     )
     say(tune.table(study, space, best_first=True))
-    for path in tune.write_results(study, space, base, out, say):
+    for path in tune.write_results(study, space, base, out, say, major):
         say(f"wrote {path}")
     complete = [t for t in done if t.state.name == "COMPLETE"]
     if complete:
@@ -95,23 +95,26 @@ def local_backend(args, out: Path, tasks: int) -> tuple[tune.Backend, bool]:
         clean_workdir(workdir)
         return LocalRunner(docs, pods, workdir, status_every=2.0, isolate=False if args.no_isolation else None)
 
-    return tune.Backend(make, tasks, local=True, logs=tune.local_logs), False
+    return tune.Backend(make, tasks, local=True, logs=tune.local_logs, helm_major=args.helm), False
 
 
 def cluster_backend(args, tasks: int) -> tuple[tune.Backend, bool]:
     h = helm.Helm(args.helm, kubeconfig=args.kubeconfig, namespace=args.namespace)
     api = kube.client_for(args.kubeconfig)
+    if kube.namespace_phase(api, args.namespace) == "Terminating":
+        raise UsageError(f"namespace {args.namespace} is still being deleted (an earlier study's); wait and retry")
     created = kube.ensure_namespace(api, args.namespace)  # before any trial: no trial owns (and deletes) it
 
     def make(release: str, values: helm.Values, number: int):
-        return ClusterRunner(h, release, values, keep=args.keep, say=lambda _s: None)
+        # a trial waiting for room (parallel trials beyond what the cluster holds) is not stuck
+        return ClusterRunner(h, release, values, keep=args.keep, say=lambda _s: None, stuck_grace=600)
 
     def cleanup(release: str) -> None:
         if h.run("status", release).returncode == 0:
             h.uninstall(release, wait=True, timeout="3m")
             print_flush(f"uninstalled {release}, left by the stopped tuner")
 
-    return tune.Backend(make, tasks, local=False, cleanup=cleanup), created
+    return tune.Backend(make, tasks, local=False, cleanup=cleanup, helm_major=args.helm), created
 
 
 def run_show(args) -> int:
