@@ -181,3 +181,27 @@ def test_a_hopeless_trial_is_pruned_and_its_run_stopped(tmp_path, capsys):
     log = (out / "trials" / "2" / "logs" / "worker-0.log").read_text()
     assert "Epoch 30/30" not in log  # its run was stopped, not finished
     assert "trial 2 pruned at step" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("algorithm", ["tpe", "random", "cmaes", "grid"])
+def test_each_algorithm_samples_inside_the_space(algorithm, tmp_path):
+    """Optuna's samplers as the space file names them; 8 asks each stay inside the bounds (no training:
+    the trials are told a value at once)."""
+    import optuna
+
+    doc = yaml.safe_load((EXAMPLE / "space.yaml").read_text())
+    if algorithm == "grid":  # a grid takes finite values
+        doc["parameters"][0] = {"name": "learning_rate", "type": "discrete", "values": [0.001, 0.01, 0.1]}
+    path = tmp_path / "space.yaml"
+    path.write_text(yaml.safe_dump({**doc, "algorithm": algorithm}))
+    space = tune.load_space(path)
+    tune.quiet_optuna()
+    study = optuna.create_study(direction="maximize", sampler=tune.sampler(space))
+    expected = {"tpe": "TPESampler", "random": "RandomSampler", "cmaes": "CmaEsSampler", "grid": "GridSampler"}
+    assert expected[algorithm] in [c.__name__ for c in type(study.sampler).__mro__]
+    for i in range(8):
+        trial = study.ask()
+        params = {p.name: p.suggest(trial) for p in space.params}
+        assert 0.001 <= params["learning_rate"] <= 0.3 and 1 <= params["n_hidden"] <= 3
+        assert params["n_neurons"] in (8, 16, 32, 64) and params["optimizer"] in ("sgd", "adam")
+        study.tell(trial, float(i))
