@@ -139,3 +139,12 @@ def test_a_task_reports_its_latest_progress_its_result_and_where_it_resumed():
         == "finished: loss 0.2500  accuracy 0.8750  model -> /ckpt/model"
     )
     assert progress.TaskProgress().summary() == "-"
+
+
+def test_every_test_module_has_its_own_basename():
+    """pytest (rootdir-relative, no packages) refuses two modules of one name in one session: the
+    whole `make test` stops at collection (a cold CI run caught tests/{local,e2e/cluster}/test_tune.py)."""
+    from collections import Counter
+
+    names = Counter(p.name for p in (ROOT / "tests").rglob("test_*.py"))
+    assert [n for n, c in names.items() if c > 1] == []
