@@ -30,15 +30,20 @@ ACCELERATOR = re.compile(r"^([a-z0-9.-]+/)?(gpu|tpu|neuron|neuroncore|[a-z0-9.-]
 #: Storage slots of the chart, and the words in a volume's name or path that pick one.
 SLOTS = {"logs": ("log", "tensorboard", "tfevent", "summar"), "data": ("data",), "checkpoints": ()}
 
-POD_KEYS = {
-    "containers",
-    "volumes",
+#: Pod spec fields that carry over as they are (to roleDefaults, or per role when they differ).
+POD_SETTINGS = (
     "nodeSelector",
     "tolerations",
     "affinity",
     "topologySpreadConstraints",
     "priorityClassName",
     "schedulerName",
+)
+#: Every pod spec field the converter reads; any other is noted as not carried over.
+POD_KEYS = {
+    "containers",
+    "volumes",
+    *POD_SETTINGS,
     "serviceAccountName",
     "imagePullSecrets",
     "securityContext",
@@ -186,7 +191,7 @@ def convert(tfjob: dict, *, entrypoint: list[str] | None = None, gang: str = "")
         if not n:
             say(f"spec.tfReplicaSpecs.{specs[role]['_type']}", "replicas: 0: the role is left out")
     specs = {role: s for role, s in specs.items() if counts[role]}
-    per_role = {role: pod_settings(role, s, say) for role, s in specs.items()}
+    per_role = {role: pod_settings(s, say) for role, s in specs.items()}
     hoist(v, per_role, specs, say, entrypoint)
     storage(v, specs, say)
     restart_policies(v, specs, spec.get("runPolicy") or {}, say)
@@ -238,7 +243,7 @@ def container_of(spec: dict) -> dict:
     return next(c for c in spec["template"]["spec"]["containers"] if c.get("name") == TFJOB_CONTAINER)
 
 
-def pod_settings(role: str, spec: dict, say) -> dict:
+def pod_settings(spec: dict, say) -> dict:
     """What one replica type's pod template asks for, in the chart's terms (before hoisting)."""
     path = f"spec.tfReplicaSpecs.{spec['_type']}.template"
     tmpl = spec.get("template") or {}
@@ -256,11 +261,9 @@ def pod_settings(role: str, spec: dict, say) -> dict:
             resources[kind] = {k: x for k, x in resources[kind].items() if k != res}
     out["resources"] = {k: x for k, x in resources.items() if x}
     out["gpus"] = gpus
-    for key in ("nodeSelector", "tolerations", "affinity", "topologySpreadConstraints", "priorityClassName"):
+    for key in POD_SETTINGS:
         if pod.get(key):
             out[key] = pod[key]
-    if pod.get("schedulerName"):
-        out["schedulerName"] = pod["schedulerName"]
     meta = tmpl.get("metadata") or {}
     if meta.get("labels"):
         out["podLabels"] = meta["labels"]
@@ -292,18 +295,7 @@ def pod_settings(role: str, spec: dict, say) -> dict:
 
 
 TOP_LEVEL = ("command", "args", "env", "envFrom")
-ROLE_DEFAULTS = (
-    "resources",
-    "gpus",
-    "nodeSelector",
-    "tolerations",
-    "affinity",
-    "topologySpreadConstraints",
-    "priorityClassName",
-    "schedulerName",
-    "podLabels",
-    "podAnnotations",
-)
+ROLE_DEFAULTS = ("resources", "gpus", *POD_SETTINGS, "podLabels", "podAnnotations")
 
 
 def hoist(v: dict, per_role: dict[str, dict], specs: dict[str, dict], say, entrypoint: list[str] | None) -> None:

@@ -25,7 +25,7 @@ from typing import Any
 import jsonschema  # type: ignore[import-untyped]
 import yaml
 
-from . import helm
+from . import helm, roles
 from .errors import TfClusterError, UsageError
 from .runner import Runner, RunReport
 
@@ -111,10 +111,6 @@ class Space:
     pruner: str = "median"
     seed: int | None = None
     trial_timeout: float = 1800
-
-    @property
-    def direction(self) -> str:
-        return self.goal
 
 
 def load_space(path: Path) -> Space:
@@ -285,12 +281,15 @@ def counted(study) -> list:
 
 
 # ------------------------------------------------------------------ one trial
+def leader_first(report: RunReport) -> list:
+    """The run's tasks in the role table's order (chief, worker, ...): the leading task first."""
+    return sorted(report.tasks, key=lambda t: (roles.order(t.role), t.index))
+
+
 def metric_of(report: RunReport, name: str) -> tuple[float | None, int | None]:
     """The metric's latest value and step, from the leading task first: the hypertune reports,
     the protocol's RESULT, then its progress (the chart's trainers, Keras' own lines)."""
-    order = {"chief": 0, "worker": 1}
-    tasks = sorted(report.tasks, key=lambda t: (order.get(t.role, 2), t.index))
-    for t in tasks:
+    for t in leader_first(report):
         files, result, prog = t.reported.files, t.reported.result, t.reported.progress  # each read once
         if name in files:
             step = files.get("step")
@@ -306,8 +305,7 @@ def metric_of(report: RunReport, name: str) -> tuple[float | None, int | None]:
 def metric_series(report: RunReport, name: str) -> dict[int, float]:
     """The metric along the way ({step: value}), from the leading task first: its hypertune
     reports, else its progress (per epoch)."""
-    order = {"chief": 0, "worker": 1}
-    for t in sorted(report.tasks, key=lambda t: (order.get(t.role, 2), t.index)):
+    for t in leader_first(report):
         for series in (t.reported.reports, t.reported.history):
             if series.get(name):
                 return series[name]
