@@ -97,9 +97,14 @@ publish: package  ## push the package (and .prov) to REGISTRY=oci://host/path (P
 	@test -n "$(REGISTRY)" || { echo "make publish REGISTRY=oci://<registry>/<path>"; exit 2; }
 	$(VENV)/bin/tf-cluster publish $(REGISTRY) $(if $(PLAIN_HTTP),--plain-http)
 
-bench: setup  ## print render time and TF_CONFIG size at scale, and the demo's time isolated vs plain
-	$(PY) tests/bench/bench_render.py
-	$(PY) tests/bench/bench_demo.py
+BENCH_RUNS ?= 3
+bench: image  ## measure and write docs/benchmarks.md (+ PNGs): scale, run-local overhead, images, then on the real node (brought up, taken down unless KEEP=1) install to first step and threads
+	cd tests/bench && ../../$(PY) bench_render.py --runs $(BENCH_RUNS)
+	cd tests/bench && ../../$(PY) bench_demo.py --runs $(BENCH_RUNS)
+	cd tests/bench && ../../$(PY) bench_images.py
+	$(NODE) up && kc=$$($(NODE) env | cut -d= -f2) && cd tests/bench && ../../$(PY) bench_node.py --runs $(BENCH_RUNS) --kubeconfig $$kc; \
+	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc
+	cd tests/bench && ../../$(PY) report.py
 
 clean:  ## remove the venv, the pinned tools, build/ and runs/ (caches in ~/.cache stay)
 	rm -rf $(VENV) .tools build runs

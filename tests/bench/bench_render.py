@@ -1,43 +1,94 @@
-"""Print render time and TF_CONFIG size for growing clusters (Helm 4 and Helm 3).
+"""Scale: for 1 to 4096 tasks, the render time, manifest bytes, the largest TF_CONFIG (and its share
+of the 128 KiB a single environment string may hold) and the API objects a release makes, with
+Helm 4 and Helm 3; beside it what TFJob makes for the same tasks.
 
-make bench
+Objects the chart makes: what it renders (its one headless Service, Jobs, ConfigMap, RBAC,
+NetworkPolicy; the `helm test` Pod excluded) + one Pod per task (the Job controller) + the headless
+Service's EndpointSlices (one per 100 endpoints). TFJob (training-operator v1.9): the TFJob + one Pod
+and one Service per replica + one EndpointSlice per Service.
+
+.venv/bin/python tests/bench/bench_render.py [--sizes 1,16,256,1024,4096] [--runs N]
 """
 
 from __future__ import annotations
 
+import argparse
+import math
 import tempfile
 import time
 from pathlib import Path
 
 import yaml
+from benchlib import median, save, say, table
 
 from tf_cluster import helm
 
+ENV_CAP = 131072  # MAX_ARG_STRLEN: one "NAME=value" string of a process's environment
+
+
+def render(tasks: int, major: str) -> tuple[float, str]:
+    values = {"fullnameOverride": "t", "roles": {"worker": {"replicas": tasks}}}
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(values, f)
+    try:
+        t0 = time.perf_counter()
+        text = helm.template([f.name], helm=major)
+        return time.perf_counter() - t0, text
+    finally:
+        Path(f.name).unlink()
+
+
+def largest_tf_config(docs: list[dict]) -> int:
+    """Bytes of the longest TF_CONFIG env string (`TF_CONFIG=` + value + NUL), highest index substituted."""
+    largest = 0
+    for job in (d for d in docs if d["kind"] == "Job"):
+        last = str(job["spec"].get("completions", 1) - 1)
+        for c in job["spec"]["template"]["spec"]["containers"]:
+            for e in c.get("env", []):
+                if e["name"] == "TF_CONFIG" and "value" in e:
+                    largest = max(largest, len("TF_CONFIG=" + e["value"].replace("$(TF_TASK_INDEX)", last)) + 1)
+    return largest
+
+
+def measure(tasks: int, major: str, runs: int) -> dict:
+    times, text = [], ""
+    for _ in range(runs):
+        seconds, text = render(tasks, major)
+        times.append(seconds)
+    docs = helm.parse(text)
+    rendered = [d for d in docs if "helm.sh/hook" not in (d["metadata"].get("annotations") or {})]
+    tf_config = largest_tf_config(docs)
+    return {
+        "render s": median(times),
+        "manifest bytes": len(text.encode()),
+        "TF_CONFIG bytes": tf_config,
+        "of 128 KiB": tf_config / ENV_CAP,
+        "rendered": len(rendered),
+        "objects": len(rendered) + tasks + math.ceil(tasks / 100),
+        "TFJob objects": 1 + 3 * tasks,
+    }
+
 
 def main() -> None:
-    print(f"{'helm':>4} {'workers':>8} {'suffix':>6} {'render s':>9} {'TF_CONFIG bytes':>16} {'of 131072':>9}")
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--sizes", default="1,16,256,1024,4096")
+    p.add_argument("--runs", type=int, default=3, help="renders per size (the median is kept)")
+    args = p.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    rows: dict[str, dict[str, dict]] = {}
     for major in ("4", "3"):
-        for workers in (16, 512, 4096):
-            for suffix in ("none", "auto"):
-                values = {
-                    "fullnameOverride": "t",
-                    "run": {"suffix": suffix},
-                    "roles": {"worker": {"replicas": workers}},
-                }
-                with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-                    yaml.safe_dump(values, f)
-                t0 = time.perf_counter()
-                docs = helm.parse(helm.template([f.name], helm=major))
-                elapsed = time.perf_counter() - t0
-                Path(f.name).unlink()
-                job = next(d for d in docs if d["kind"] == "Job")
-                tf_config = next(
-                    e["value"]
-                    for e in job["spec"]["template"]["spec"]["containers"][0]["env"]
-                    if e["name"] == "TF_CONFIG"
-                ).replace("$(TF_TASK_INDEX)", str(workers - 1))
-                size = len("TF_CONFIG=" + tf_config) + 1
-                print(f"{major:>4} {workers:>8} {suffix:>6} {elapsed:9.2f} {size:16d} {size / 131072:9.0%}")
+        for n in sizes:
+            rows.setdefault(f"helm {major}", {})[str(n)] = measure(n, major, args.runs)
+            say(f"helm {major}, {n} task(s): {rows[f'helm {major}'][str(n)]['render s']:.2f}s")
+    cols = ["render s", "manifest bytes", "TF_CONFIG bytes", "of 128 KiB", "objects", "TFJob objects"]
+    print(f"\nrender and objects by task count (median of {args.runs} renders)")
+    body = [
+        [h, n, *(m[c] if c != "of 128 KiB" else f"{m[c]:.1%}" for c in cols)]
+        for h, r in rows.items()
+        for n, m in r.items()
+    ]
+    print(table(["helm", "tasks", *cols], body))
+    save("scale", {"runs": args.runs, "sizes": sizes, "rows": rows})
 
 
 if __name__ == "__main__":

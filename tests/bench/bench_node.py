@@ -1,0 +1,343 @@
+"""On the real node: seconds from `helm install` to the first training step, broken down, for
+MultiWorkerMirrored and ParameterServer, beside the floor (the same program in one bare pod, and in
+as many bare pods as the release has, none of them a cluster); then steps/s under a CPU limit of 1
+and 2 with the chart's thread settings and with TensorFlow's defaults (`threads.fromCpuLimit:
+false`), and the same under run-local inside a cgroup CPU quota.
+
+Needs a cluster whose nodes have the trainer image: the e2e node (`make e2e-up`). `make bench`
+brings it up. The clock of this machine is the node's, so the program's wall-clock marks, the pod
+log timestamps and this script's times compare directly.
+
+.venv/bin/python tests/bench/bench_node.py [--kubeconfig FILE] [--runs N] [--only first-step|threads]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from benchlib import PROGRAM, kubelet_time, marks, median, save, say, table
+from kubernetes import client
+
+from tf_cluster import ROOT, helm, kube
+from tf_cluster.commands.render import script_values
+
+NS = "tf-cluster-bench"
+RELEASE = "bench"
+PEERS = "peer(s) resolve after"
+STAGES = ("install returned", "scheduled", "container running", "peers resolved", "program started", "TF imported",
+          "strategy built", "first step")  # fmt: skip
+POD = {  # the chart's pod for a task here: small requests (one 2-core node), a 1-CPU limit
+    "resources.requests.cpu": "100m",
+    "resources.requests.memory": "256Mi",
+    "resources.limits.cpu": "1",
+    "resources.limits.memory": "2Gi",
+}
+SHAPES = {
+    # strategy: (values, program args, pods)
+    "multiWorkerMirrored": (
+        {"strategy": "multiWorkerMirrored", "roles.worker.replicas": "2"}, ["--strategy", "mwms"], 2,
+    ),
+    "parameterServer": (
+        {"strategy": "parameterServer", "roles.chief.replicas": "1", "roles.worker.replicas": "1",
+         "roles.ps.replicas": "1"},
+        ["--strategy", "ps"], 3,
+    ),
+}  # fmt: skip
+
+
+class PodTimes:
+    """When each pod of the namespace was first seen bound to the node and with its container
+    running: a poller (5 per second) beside the install, as the kubelet reports it to the API."""
+
+    def __init__(self, core, ns: str):
+        self.core, self.ns = core, ns
+        self.scheduled: dict[str, float] = {}
+        self.running: dict[str, float] = {}
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._poll, daemon=True)
+        self.thread.start()
+
+    def _poll(self) -> None:
+        while not self.stop.is_set():
+            now = time.time()
+            for p in self.core.list_namespaced_pod(self.ns).items:
+                name = p.metadata.name
+                if p.spec.node_name and name not in self.scheduled:
+                    self.scheduled[name] = now
+                states = [s.state for s in p.status.container_statuses or []]
+                if states and any(s.running or s.terminated for s in states) and name not in self.running:
+                    self.running[name] = now
+            time.sleep(0.2)
+
+    def done(self) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
+def pod_marks(core, ns: str, pod) -> dict[str, float]:
+    """A pod's stage times: the program's BENCH marks and the launcher's `peers resolve` line."""
+    text = core.read_namespaced_pod_log(pod.metadata.name, ns, timestamps=True)
+    found = {name: m["t"] for name, m in marks(text).items()}
+    for line in text.splitlines():
+        if PEERS in line:
+            found["peers"] = kubelet_time(line.split(" ", 1)[0])
+            found["peer_wait"] = float(line.split(PEERS)[1].strip().rstrip("s"))
+        if '"mark": "done"' in line:
+            found["steps_per_s"] = marks(line)["done"]["steps_per_s"]
+    return found
+
+
+def breakdown(t0: float, t_installed: float, times: PodTimes, per_pod: dict[str, dict], leader: str) -> dict:
+    """Seconds from t0 to each stage: the last pod to reach it (the cluster is only as ready as its
+    last task), the strategy and first step as the leader (the chief, else worker 0) saw them."""
+
+    def last(key: str, source=None) -> float:
+        values = [(source or {}).get(p) if source is not None else m.get(key) for p, m in per_pod.items()]
+        values = [v for v in values if v]
+        return max(values) - t0 if values else float("nan")
+
+    lead = per_pod[leader]
+    return {
+        "install returned": t_installed - t0,
+        "scheduled": last("", times.scheduled),
+        "container running": last("", times.running),
+        "peers resolved": last("peers"),
+        "program started": last("start"),
+        "TF imported": last("imported"),
+        "strategy built": lead.get("strategy", float("nan")) - t0,
+        "first step": lead.get("first_step", float("nan")) - t0,
+    }
+
+
+def wait_empty(core, ns: str, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    while core.list_namespaced_pod(ns).items:
+        if time.monotonic() > deadline:
+            sys.exit(f"pods of {ns} still there after {timeout}s; see kubectl -n {ns} get pods")
+        time.sleep(1)
+
+
+def chart_values(shape: str, program_args: list[str], extra: dict[str, str] | None = None) -> helm.Values:
+    sets, _, _ = SHAPES[shape]
+    roles = ["worker"] + (["chief", "ps"] if shape == "parameterServer" else [])
+    pod = [f"roles.{r}.{k}={v}" for r in roles for k, v in POD.items()]
+    plain = [f"{k}={v}" for k, v in {**sets, **(extra or {})}.items()]
+    return helm.Values.of([], set=plain + pod + ["tests.enabled=false"]).plus(script_values(PROGRAM, program_args))
+
+
+def run_release(api, h: helm.Helm, values: helm.Values, leader_prefix: str) -> dict:
+    core = client.CoreV1Api(api)
+    times = PodTimes(core, NS)
+    t0 = time.time()
+    r = h.install(RELEASE, values)
+    t_installed = time.time()
+    if r.returncode != 0:
+        times.done()
+        sys.exit(f"helm install failed:\n{r.stderr}")
+    snap = kube.wait_for_jobs(api, NS, RELEASE, timeout=600, say=lambda m: None)
+    times.done()
+    states = snap.states()
+    if set(states.values()) != {"Complete"}:
+        sys.exit(f"the release did not complete: {states}\n{kube.diagnostics(api, NS, RELEASE)}")
+    pods = {p.metadata.name: p for p in core.list_namespaced_pod(NS).items}
+    per_pod = {name: pod_marks(core, NS, p) for name, p in pods.items()}
+    leader = next(n for n in sorted(per_pod) if leader_prefix in n)
+    result = breakdown(t0, t_installed, times, per_pod, leader)
+    result["steps/s"] = per_pod[leader].get("steps_per_s", float("nan"))
+    result["longest peer wait"] = max((m.get("peer_wait", 0.0) for m in per_pod.values()), default=0.0)
+    h.uninstall(RELEASE, wait=True, timeout="3m")
+    wait_empty(core, NS)
+    return result
+
+
+def bare_pods(api, image: str, n: int, program_args: list[str], cpu_limit: str = "1") -> dict:
+    """The floor: the program started directly in n bare pods (no Job, no launcher, no TF_CONFIG)."""
+    core = client.CoreV1Api(api)
+    cm = client.V1ConfigMap(
+        metadata=client.V1ObjectMeta(name="bench-program"), data={PROGRAM.name: PROGRAM.read_text()}
+    )
+    try:
+        core.create_namespaced_config_map(NS, cm)
+    except client.ApiException as e:
+        if e.status != 409:
+            raise
+    times = PodTimes(core, NS)
+    t0 = time.time()
+    names = [f"floor-{i}" for i in range(n)]
+    for name in names:
+        core.create_namespaced_pod(NS, bare_pod(name, image, program_args, cpu_limit))
+    t_created = time.time()
+    deadline = time.monotonic() + 600
+    while True:
+        phases = [core.read_namespaced_pod(name, NS).status.phase for name in names]
+        if all(p in ("Succeeded", "Failed") for p in phases):
+            break
+        if time.monotonic() > deadline:
+            sys.exit(f"bare pods did not finish in 600s: {phases}")
+        time.sleep(0.5)
+    times.done()
+    if set(phases) != {"Succeeded"}:
+        logs = "\n".join(core.read_namespaced_pod_log(n, NS, tail_lines=20) for n in names)
+        sys.exit(f"bare pods failed: {phases}\n{logs}")
+    per_pod = {name: pod_marks(core, NS, core.read_namespaced_pod(name, NS)) for name in names}
+    # the floor's "strategy" and "first step" are the last pod's: n independent programs
+    last = max(names, key=lambda n: per_pod[n].get("first_step", 0))
+    result = breakdown(t0, t_created, times, per_pod, last)
+    result["steps/s"] = per_pod[last].get("steps_per_s", float("nan"))
+    for name in names:
+        core.delete_namespaced_pod(name, NS, grace_period_seconds=0)
+    wait_empty(core, NS)
+    return result
+
+
+def bare_pod(name: str, image: str, program_args: list[str], cpu_limit: str) -> client.V1Pod:
+    return client.V1Pod(
+        metadata=client.V1ObjectMeta(name=name, labels={"app.kubernetes.io/name": "tf-cluster-bench-floor"}),
+        spec=client.V1PodSpec(
+            restart_policy="Never",
+            security_context=client.V1PodSecurityContext(run_as_user=1000, run_as_group=1000, run_as_non_root=True),
+            containers=[
+                client.V1Container(
+                    name="tensorflow",
+                    image=image,
+                    image_pull_policy="IfNotPresent",
+                    command=["python3", f"/opt/bench/{PROGRAM.name}", *program_args],
+                    resources=client.V1ResourceRequirements(
+                        requests={"cpu": POD["resources.requests.cpu"], "memory": POD["resources.requests.memory"]},
+                        limits={"cpu": cpu_limit, "memory": POD["resources.limits.memory"]},
+                    ),
+                    volume_mounts=[
+                        client.V1VolumeMount(name="program", mount_path="/opt/bench", read_only=True),
+                        client.V1VolumeMount(name="tmp", mount_path="/tmp"),
+                    ],
+                )
+            ],
+            volumes=[
+                client.V1Volume(name="program", config_map=client.V1ConfigMapVolumeSource(name="bench-program")),
+                client.V1Volume(name="tmp", empty_dir=client.V1EmptyDirVolumeSource()),
+            ],
+        ),
+    )
+
+
+def trainer_image(h: helm.Helm) -> str:
+    docs = helm.parse(h.template(RELEASE, chart_values("multiWorkerMirrored", [])))
+    job = next(d for d in docs if d["kind"] == "Job")
+    return job["spec"]["template"]["spec"]["containers"][0]["image"]
+
+
+def first_step(api, h: helm.Helm, runs: int) -> dict:
+    image = trainer_image(h)
+    rows: dict[str, list[dict]] = {}
+    for i in range(runs):
+        for shape, (_, program_args, _pods) in SHAPES.items():
+            say(f"run {i + 1}/{runs}: {shape}, helm install to first step")
+            rows.setdefault(shape, []).append(
+                run_release(
+                    api, h, chart_values(shape, program_args), "chief" if shape == "parameterServer" else "worker"
+                )
+            )
+            say(f"  first step after {rows[shape][-1]['first step']:.1f}s")
+        for n in sorted({1, *(n for _, _, n in SHAPES.values())}):
+            key = f"floor: {n} bare pod(s)"
+            say(f"run {i + 1}/{runs}: {key}")
+            rows.setdefault(key, []).append(bare_pods(api, image, n, ["--strategy", "mwms"]))
+            say(f"  first step after {rows[key][-1]['first step']:.1f}s")
+    extra = ("steps/s", "longest peer wait")
+    medians = {k: {s: median([r.get(s, 0.0) for r in runs_]) for s in (*STAGES, *extra)} for k, runs_ in rows.items()}
+    print(f"\nhelm install (or pod create) to first step, seconds, median of {runs}")
+    print(table(["run", *STAGES], [[k, *(m[s] for s in STAGES)] for k, m in medians.items()]))
+    return {"runs": runs, "stages": list(STAGES), "median": medians, "all": rows}
+
+
+THREAD_ARGS = ["--strategy", "mwms", "--width", "1024", "--batch", "256", "--steps", "40"]
+
+
+def threads(api, h: helm.Helm, runs: int) -> dict:
+    """One task (no TF_CONFIG: MWMS alone) under a CPU limit of 1 and 2, threads from the limit or TF's defaults."""
+    results: dict[str, list[float]] = {}
+    for i in range(runs):
+        for limit in ("1", "2"):
+            for chart_threads in (True, False):
+                key = f"node, limit {limit}, " + ("chart threads" if chart_threads else "TF defaults")
+                extra = {"roles.worker.replicas": "1", "roles.worker.resources.limits.cpu": limit,
+                         "threads.fromCpuLimit": str(chart_threads).lower()}  # fmt: skip
+                say(f"run {i + 1}/{runs}: {key}")
+                r = run_release(api, h, chart_values("multiWorkerMirrored", THREAD_ARGS, extra), "worker")
+                results.setdefault(key, []).append(r["steps/s"])
+                say(f"  {r['steps/s']:.2f} steps/s")
+    for i in range(runs):
+        for limit in ("1", "2"):
+            for chart_threads in (True, False):
+                key = f"run-local, quota {limit}, " + ("chart threads" if chart_threads else "TF defaults")
+                say(f"run {i + 1}/{runs}: {key}")
+                results.setdefault(key, []).append(local_steps(limit, chart_threads))
+                say(f"  {results[key][-1]:.2f} steps/s")
+    medians = {k: median(v) for k, v in results.items()}
+    print(f"\nsteps/s of one task (Dense 1024x1024, batch 256), median of {runs}")
+    print(table(["where, CPU, threads", "steps/s"], [[k, v] for k, v in medians.items()]))
+    return {"runs": runs, "median": medians, "all": results}
+
+
+CGROUP = Path("/sys/fs/cgroup/cpu")
+
+
+def local_steps(limit: str, chart_threads: bool) -> float:
+    """run-local of the same one-task release inside a cgroup (v1 `cpu` or v2) with a CPU quota of `limit`."""
+    quota = int(limit) * 100000
+    v2 = Path("/sys/fs/cgroup/cgroup.controllers").exists()
+    group = Path("/sys/fs/cgroup/tf-cluster-bench") if v2 else CGROUP / "tf-cluster-bench"
+    group.mkdir(exist_ok=True)
+    if v2:
+        (group / "cpu.max").write_text(f"{quota} 100000")
+    else:
+        (group / "cpu.cfs_period_us").write_text("100000")
+        (group / "cpu.cfs_quota_us").write_text(str(quota))
+    with tempfile.TemporaryDirectory() as workdir:
+        argv = [str(ROOT / ".venv" / "bin" / "tf-cluster"), "run-local", "--quiet", "--workdir", workdir]
+        argv += ["--script", str(PROGRAM), "--set", "roles.worker.replicas=1"]
+        argv += ["--set", f"roles.worker.resources.limits.cpu={limit}"]
+        argv += ["--set", f"threads.fromCpuLimit={str(chart_threads).lower()}", "--", *THREAD_ARGS]
+        enter = f'echo $$ > {group / "cgroup.procs"} && exec "$@"'
+        r = subprocess.run(["sh", "-c", enter, "sh", *argv], capture_output=True, text=True)
+        if r.returncode != 0:
+            sys.exit(f"run-local failed:\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
+        text = "".join(p.read_text() for p in (Path(workdir) / "logs").glob("*.log"))
+    return marks(text)["done"]["steps_per_s"]
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG", "/var/lib/tf-cluster-node/kubeconfig"))
+    p.add_argument("--runs", type=int, default=3)
+    p.add_argument("--only", choices=("first-step", "threads"))
+    args = p.parse_args()
+    if not Path(args.kubeconfig).is_file():
+        sys.exit(f"no kubeconfig at {args.kubeconfig}: bring the e2e node up (make e2e-up) or pass --kubeconfig")
+    api = kube.client_for(args.kubeconfig)
+    core = client.CoreV1Api(api)
+    if NS in [n.metadata.name for n in core.list_namespace().items]:
+        kube.delete_namespace(api, NS)
+        while NS in [n.metadata.name for n in core.list_namespace().items]:
+            time.sleep(1)
+    kube.ensure_namespace(api, NS)
+    h = helm.Helm("4", kubeconfig=args.kubeconfig, namespace=NS)
+    try:
+        if args.only in (None, "first-step"):
+            save("first-step", first_step(api, h, args.runs))
+        if args.only in (None, "threads"):
+            save("threads", threads(api, h, args.runs))
+    finally:
+        h.uninstall(RELEASE)
+        kube.delete_namespace(api, NS)
+
+
+if __name__ == "__main__":
+    main()

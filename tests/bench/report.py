@@ -1,0 +1,243 @@
+"""Turn build/bench/*.json (left by the bench_*.py scripts) into docs/benchmarks.md with a PNG per
+section (matplotlib), each figure beside its baseline as a ratio.
+
+.venv/bin/python tests/bench/report.py
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from benchlib import OUT, fmt  # noqa: E402
+
+from tf_cluster import ROOT  # noqa: E402
+
+DOCS = ROOT / "docs"
+GOAL_SECONDS = 5.0  # install to first step: within this of the floor
+
+
+def load(name: str) -> dict | None:
+    path = OUT / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def md_table(headers: list[str], rows: list[list]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    lines += ["| " + " | ".join(fmt(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def figure(name: str) -> str:
+    plt.tight_layout()
+    plt.savefig(DOCS / f"bench-{name}.png", dpi=110)
+    plt.close()
+    return f"![{name}](bench-{name}.png)"
+
+
+def first_step(d: dict) -> list[str]:
+    stages, med = d["stages"], d["median"]
+    floor1 = next(k for k in med if k.startswith("floor: 1 "))
+    out = [
+        "## Install to first step, on the real node",
+        f"Seconds from `helm install` (for the floor: from creating the pods) to each stage, median of {d['runs']} "
+        "runs, the trainer image already on the node. A stage's time is the last pod's to reach it (the cluster is "
+        "as ready as its last task); *strategy built* and *first step* are the leader's (chief, else worker 0). "
+        "The floor runs the same program (`tests/bench/programs/timed_train.py`) directly in bare pods: no Job, "
+        "no launcher, no TF_CONFIG, no cluster to join. Measured by `tests/bench/bench_node.py`.",
+        "",
+        md_table(["run", *stages], [[k, *(m[s] for s in stages)] for k, m in med.items()]),
+        "",
+    ]
+    rows = []
+    for shape in ("multiWorkerMirrored", "parameterServer"):
+        if shape not in med:
+            continue
+        pods = 3 if shape == "parameterServer" else 2
+        same = med.get(f"floor: {pods} bare pod(s)", {})
+        t, f1, fn = med[shape]["first step"], med[floor1]["first step"], same.get("first step", float("nan"))
+        verdict = "met" if t - f1 <= GOAL_SECONDS else "missed"
+        rows.append([shape, t, f1, f"{t - f1:+.1f} s ({t / f1:.2f}x)", fn, f"{t - fn:+.1f} s ({t / fn:.2f}x)", verdict])
+    out += [
+        f"Goal: the first step within {GOAL_SECONDS:.0f} s of the floor (one bare pod).",
+        "",
+        md_table(
+            ["release", "first step s", "floor: 1 pod", "vs 1 pod", "floor: same pods", "vs same pods", "goal"], rows
+        ),  # fmt: skip
+        "",
+    ]
+    fig, ax = plt.subplots(figsize=(9, 0.6 * len(med) + 1.5))
+    for y, m in enumerate(med.values()):
+        prev = 0.0
+        for i, s in enumerate(stages):
+            v = m[s]
+            if v != v:  # a stage this run has not (no peers in a bare pod)
+                continue
+            ax.barh(y, max(v - prev, 0), left=prev, color=plt.cm.tab10(i), label=s if y == 0 else None)
+            prev = max(prev, v)
+    ax.set_yticks(range(len(med)), list(med))
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds from helm install / pod create")
+    ax.legend(fontsize=7, loc="lower right")
+    ax.set_title("Install to first step on one 2-core node (median)")
+    return out + [figure("first-step"), ""]
+
+
+def threads(d: dict) -> list[str]:
+    med = d["median"]
+    rows = []
+    for key, v in med.items():
+        if "chart threads" in key:
+            base = med.get(key.replace("chart threads", "TF defaults"), float("nan"))
+            rows.append([key.replace(", chart threads", ""), v, base, f"{v / base:.2f}x"])
+    out = [
+        "## Threads from CPU limits",
+        f"Steps/s of one task (Dense 1024x1024x2, batch 256, 40 steps after the first), median of {d['runs']}: "
+        "the chart's `threads.fromCpuLimit: true` (TF_NUM_INTRAOP_THREADS and OMP_NUM_THREADS from the limit, "
+        "inter-op max(2, that)) against TensorFlow's defaults (`false`: pools sized to the machine's cores). "
+        "On the node the limit is the container's CFS quota; under run-local the whole run sits in a cgroup "
+        "with the same quota. Measured by `tests/bench/bench_node.py`.",
+        "",
+        md_table(["where, CPU", "chart threads steps/s", "TF defaults steps/s", "ratio"], rows),
+        "",
+    ]
+    fig, ax = plt.subplots(figsize=(8, 3.5))
+    labels = [r[0] for r in rows]
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [r[1] for r in rows], 0.4, label="chart threads")
+    ax.bar([i + 0.2 for i in x], [r[2] for r in rows], 0.4, label="TF defaults")
+    ax.set_xticks(list(x), labels, fontsize=7)
+    ax.set_ylabel("steps/s")
+    ax.legend()
+    ax.set_title("Steps/s under a CPU limit")
+    return out + [figure("threads"), ""]
+
+
+def run_local(d: dict) -> list[str]:
+    wall, first = d["wall"], d["first_step"]
+    modes = list(wall)
+    hand = wall[modes[-1]]
+    tasks = sorted({t for m in modes for t in first[m]})
+    out = [
+        "## run-local overhead",
+        f"Wall seconds of `make demo` ({d['example']}), median of {d['runs']}: run-local as it runs by default "
+        "(each task in its pod's namespaces), with `--no-isolation`, and the same processes started by hand "
+        "with the same TF_CONFIG and env (no launcher, no run-local). Then the seconds from the command to each "
+        "task's first step (the timed program, same shape). Measured by `tests/bench/bench_demo.py`.",
+        "",
+        md_table(["mode", "wall s", "vs by hand"], [[m, wall[m], f"{wall[m] / hand:.2f}x"] for m in modes]),
+        "",
+        md_table(["mode", *(f"{t} first step s" for t in tasks)],
+                 [[m, *(first[m].get(t) for t in tasks)] for m in modes]),
+        "",
+    ]  # fmt: skip
+    fig, ax = plt.subplots(figsize=(7, 2.8))
+    ax.barh(range(len(modes)), [wall[m] for m in modes], color="tab:blue")
+    ax.set_yticks(range(len(modes)), modes, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("wall seconds (median)")
+    ax.set_title("make demo: run-local vs by hand")
+    return out + [figure("run-local"), ""]
+
+
+def scale(d: dict) -> list[str]:
+    rows = d["rows"]
+    cols = ["render s", "manifest bytes", "TF_CONFIG bytes", "of 128 KiB", "objects", "TFJob objects"]
+    body = [
+        [
+            h,
+            n,
+            *(f"{m[c]:.1%}" if c == "of 128 KiB" else m[c] for c in cols),
+            f"{m['TFJob objects'] / m['objects']:.1f}x",
+        ]
+        for h, r in rows.items()
+        for n, m in r.items()
+    ]
+    out = [
+        "## Scale",
+        f"Render time (median of {d['runs']} `helm template` runs), manifest bytes, the largest TF_CONFIG (its "
+        "share of the 131072 bytes one environment string may hold) and the API objects of a release with N "
+        "workers. *objects*: what the chart renders (the `helm test` Pod excluded) + one Pod per task + one "
+        "EndpointSlice per 100 tasks (its single headless Service); *TFJob objects*: the TFJob + a Pod, a Service "
+        "and its EndpointSlice per replica. Measured by `tests/bench/bench_render.py`.",
+        "",
+        md_table(["helm", "tasks", *cols, "TFJob / chart"], body),
+        "",
+    ]
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for h, r in rows.items():
+        n = [int(k) for k in r]
+        a1.plot(n, [m["render s"] for m in r.values()], marker="o", label=h)
+    first = next(iter(rows.values()))
+    n = [int(k) for k in first]
+    a2.plot(n, [m["objects"] for m in first.values()], marker="o", label="tf-cluster")
+    a2.plot(n, [m["TFJob objects"] for m in first.values()], marker="s", label="TFJob")
+    for a, title, yl in ((a1, "render time", "seconds"), (a2, "API objects", "objects")):
+        a.set_xscale("log")
+        a.set_yscale("log")
+        a.set_xlabel("tasks")
+        a.set_ylabel(yl)
+        a.set_title(title)
+        a.legend()
+    return out + [figure("scale"), ""]
+
+
+def image_sizes(d: dict) -> list[str]:
+    sizes = d["sizes"]
+    trainer = sizes["trainer image (make image)"]
+    out = [
+        "## Images",
+        f"Sizes as {d['builder']} reports them (uncompressed), and the trainer image's rebuild time. The plain "
+        "images are what a user would build on the same base without tf-cluster. Measured by "
+        "`tests/bench/bench_images.py`.",
+        "",
+        md_table(["image", "GB", "vs trainer"], [[k, v / 1e9, f"{v / trainer:.2f}x"] for k, v in sizes.items()]),
+        "",
+        md_table(["trainer image rebuild after", "seconds"], [[k, v] for k, v in d["rebuild"].items()]),
+        "",
+    ]
+    fig, ax = plt.subplots(figsize=(7, 2.6))
+    ax.barh(range(len(sizes)), [v / 1e9 for v in sizes.values()], color="tab:green")
+    ax.set_yticks(range(len(sizes)), list(sizes), fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("GB")
+    ax.set_title("Image sizes")
+    return out + [figure("images"), ""]
+
+
+SECTIONS = (("first-step", first_step), ("threads", threads), ("run-local", run_local), ("scale", scale),
+            ("images", image_sizes))  # fmt: skip
+
+
+def main() -> None:
+    DOCS.mkdir(exist_ok=True)
+    lines = [
+        "# Benchmarks",
+        "",
+        "Written by `make bench` (tests/bench/report.py) from the figures its scripts measured on one machine: "
+        "2 cores, 24 GiB, no GPU; the real node is the e2e node (`make e2e-up`: kube-* 1.37 from the Go modules, "
+        "containerd, CoreDNS) on the same machine. Each section names its script; rerun one with "
+        "`.venv/bin/python tests/bench/<script>` and then `tests/bench/report.py`.",
+        "",
+    ]
+    missing = []
+    for name, section in SECTIONS:
+        data = load(name)
+        if data is None:
+            missing.append(name)
+            continue
+        lines += section(data)
+        lines.insert(len(lines) - 1, f"_Measured {data['measured']}._")
+        lines.insert(len(lines) - 1, "")
+    (DOCS / "benchmarks.md").write_text("\n".join(lines))
+    print(f"wrote {DOCS / 'benchmarks.md'}" + (f" (no figures yet for: {', '.join(missing)})" if missing else ""))
+    if missing:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

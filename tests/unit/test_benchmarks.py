@@ -1,0 +1,83 @@
+"""The benchmark scripts' own logic (tests/bench): reading the timed program's marks and the
+kubelet's log timestamps, the largest TF_CONFIG of a real render, and the report's verdicts.
+The figures themselves are measured by `make bench`, never asserted here."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+from tf_cluster import ROOT, helm
+
+sys.path.insert(0, str(ROOT / "tests" / "bench"))
+import bench_render  # noqa: E402
+import benchlib  # noqa: E402
+import report  # noqa: E402
+
+
+def test_marks_are_read_from_pod_logs_with_kubelet_timestamps_and_the_last_of_each_wins():
+    text = (
+        '2026-11-24T02:57:30.123456789Z BENCH {"mark": "start", "t": 10.0}\n'
+        "2026-11-24T02:57:31.000000000Z [launcher worker-0] all 2 peer(s) resolve after 0.3s\n"
+        'BENCH {"mark": "start", "t": 20.0}\n'
+        "BENCH {not json\n"
+        'BENCH {"mark": "done", "t": 25.0, "steps_per_s": 41.5}\n'
+    )
+    found = benchlib.marks(text)
+    assert found["start"]["t"] == 20.0 and found["done"]["steps_per_s"] == 41.5
+    assert set(found) == {"start", "done"}
+    stamp = benchlib.kubelet_time("2026-11-24T02:57:30.123456789Z")
+    assert stamp == pytest.approx(1795489050.123456789, abs=1e-6)
+
+
+def test_the_largest_tf_config_is_the_last_index_of_a_real_render():
+    docs = helm.parse(helm.Helm("4").template("t", helm.Values.of([], set=["roles.worker.replicas=12"])))
+    job = next(d for d in docs if d["kind"] == "Job")
+    env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    value = env["TF_CONFIG"]["value"].replace("$(TF_TASK_INDEX)", "11")
+    assert json.loads(value)["task"] == {"type": "worker", "index": 11}
+    assert bench_render.largest_tf_config(docs) == len("TF_CONFIG=" + value) + 1
+
+
+def first_step_data(mwms: float, ps: float, floor1: float) -> dict:
+    stages = ["scheduled", "first step"]
+    med = {
+        "multiWorkerMirrored": {"scheduled": 0.5, "first step": mwms},
+        "parameterServer": {"scheduled": 0.6, "first step": ps},
+        "floor: 1 bare pod(s)": {"scheduled": 0.2, "first step": floor1},
+        "floor: 2 bare pod(s)": {"scheduled": 0.2, "first step": floor1 + 1},
+        "floor: 3 bare pod(s)": {"scheduled": float("nan"), "first step": floor1 + 2},
+    }
+    return {"runs": 3, "stages": stages, "median": med}
+
+
+def test_the_report_says_met_or_missed_against_the_five_second_goal(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "DOCS", tmp_path)
+    lines = "\n".join(report.first_step(first_step_data(mwms=9.0, ps=12.0, floor1=5.0)))
+    rows = {line.split(" | ")[0].strip("| "): line for line in lines.splitlines() if line.startswith("| ")}
+    assert rows["multiWorkerMirrored"].endswith("| met |") and "+4.0 s (1.80x)" in rows["multiWorkerMirrored"]
+    assert rows["parameterServer"].endswith("| missed |") and "+7.0 s (2.40x)" in rows["parameterServer"]
+    assert (tmp_path / "bench-first-step.png").stat().st_size > 1000
+
+
+def test_the_report_names_what_it_has_no_figures_for(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(report, "DOCS", tmp_path)
+    monkeypatch.setattr(report, "OUT", tmp_path / "none")
+    with pytest.raises(SystemExit):
+        report.main()
+    assert "no figures yet for: first-step, threads, run-local, scale, images" in capsys.readouterr().out
+    assert (tmp_path / "benchmarks.md").read_text().startswith("# Benchmarks")
+
+
+def test_every_benchmark_writes_the_json_the_report_reads():
+    """Each section of report.py has a script that saves it (a renamed file would leave a hole)."""
+    saved = set()
+    for script in (ROOT / "tests" / "bench").glob("bench_*.py"):
+        text = script.read_text()
+        saved |= {name for name, _ in report.SECTIONS if re.search(rf'save\(\s*"{name}"', text)}
+    assert saved == {name for name, _ in report.SECTIONS}
+    assert Path(benchlib.PROGRAM).is_file()
