@@ -38,7 +38,8 @@ def run_local(example: Path, workdir: str, isolate: bool, script: bool) -> float
 
 def by_hand(example: Path, workdir: str, script: bool) -> float:
     """The example's processes as a user would start them by hand: each task's own command (the
-    launcher's `--` stripped) with the env and TF_CONFIG run-local would give it, all at once."""
+    launcher's `--` stripped) with the env and TF_CONFIG run-local would give it (and the inter-op
+    thread count the launcher would set), all at once."""
     values = helm.Values.of([example]).plus(script_values(PROGRAM, []) if script else helm.Values())
     docs = helm.parse(helm.Helm("4").template("tf", values))
     pods = manifests.pods(docs, node_cpus=os.cpu_count() or 1)
@@ -49,9 +50,13 @@ def by_hand(example: Path, workdir: str, script: bool) -> float:
     for task in cluster.tasks():
         argv = task.argv[task.argv.index("--") + 1 :] if "--" in task.argv else task.argv
         argv = [sys.executable if a in ("python3", "python") else a for a in argv]
+        env = dict(task.env)
+        intra = env.get("TF_NUM_INTRAOP_THREADS", "")
+        if intra.isdigit() and "TF_NUM_INTEROP_THREADS" not in env:  # as the launcher does: max(2, intra)
+            env["TF_NUM_INTEROP_THREADS"] = str(max(2, int(intra)))
         task.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(task.log_path, "w")  # noqa: SIM115 - closed below
-        procs.append((task.name, subprocess.Popen(argv, env=task.env, stdout=log, stderr=subprocess.STDOUT), log))
+        procs.append((task.name, subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT), log))
     for name, proc, log in procs:
         if proc.wait(timeout=900) != 0:
             sys.exit(f"by hand: {name} exited {proc.returncode}; see {log.name}")

@@ -39,6 +39,13 @@ def size(builder: str, image: str) -> int:
     return int(r.stdout.strip())
 
 
+def image_id(builder: str, image: str) -> str:
+    r = subprocess.run(
+        [*exe(builder), "image", "inspect", "--format", "{{.Id}}", image], capture_output=True, text=True
+    )
+    return r.stdout.strip()
+
+
 def build(argv: list[str], what: str) -> float:
     say(f"building {what} ...")
     t0 = time.monotonic()
@@ -86,9 +93,12 @@ def rebuild_after_script_edit(builder: str, base: str, ca: Path | None) -> tuple
     with tempfile.TemporaryDirectory() as out:
         ctx = images.assemble("cpu", base=base, ca_secret=bool(ca), out=Path(out) / "ctx")
         unchanged = build(_retag(build_argv(builder, ctx, ca), tag), "trainer image, nothing changed")
+        before = image_id(builder, tag)
         script = ctx.path / "trainers" / "mwms_fit.py"
         script.write_text(script.read_text() + f"\n# edited by bench_images.py at {time.time()}\n")
         edited = build(_retag(build_argv(builder, ctx, ca), tag), "trainer image, one trainer script edited")
+        if image_id(builder, tag) == before:
+            sys.exit("the edited context built the same image: the rebuild figure would measure nothing")
     subprocess.run([*exe(builder), "rmi", tag], capture_output=True)
     return unchanged, edited
 

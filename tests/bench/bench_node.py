@@ -14,7 +14,11 @@ log timestamps and this script's times compare directly.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -124,12 +128,15 @@ def wait_empty(core, ns: str, timeout: float = 180) -> None:
         time.sleep(1)
 
 
-def chart_values(shape: str, program_args: list[str], extra: dict[str, str] | None = None) -> helm.Values:
+def chart_values(
+    shape: str, program_args: list[str], extra: dict[str, str] | None = None, env: list[dict] | None = None
+) -> helm.Values:
     sets, _, _ = SHAPES[shape]
     roles = ["worker"] + (["chief", "ps"] if shape == "parameterServer" else [])
     pod = [f"roles.{r}.{k}={v}" for r in roles for k, v in POD.items()]
     plain = [f"{k}={v}" for k, v in {**sets, **(extra or {})}.items()]
-    return helm.Values.of([], set=plain + pod + ["tests.enabled=false"]).plus(script_values(PROGRAM, program_args))
+    values = helm.Values.of([], set=plain + pod + ["tests.enabled=false"], set_json=[f"env={json.dumps(env or [])}"])
+    return values.plus(script_values(PROGRAM, program_args))
 
 
 def run_release(api, h: helm.Helm, values: helm.Values, leader_prefix: str) -> dict:
@@ -258,38 +265,43 @@ def first_step(api, h: helm.Helm, runs: int) -> dict:
 
 
 THREAD_ARGS = ["--strategy", "mwms", "--width", "1024", "--batch", "256", "--steps", "40"]
+SIXTEEN = [{"name": n, "value": "16"} for n in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")]
+THREADINGS = {  # name: (threads.fromCpuLimit, env) — the third is what TF's defaults are on a 16-core node
+    "chart threads": (True, []),
+    "TF defaults": (False, []),
+    "TF sized for 16 cores": (False, SIXTEEN),
+}
 
 
 def threads(api, h: helm.Helm, runs: int) -> dict:
-    """One task (no TF_CONFIG: MWMS alone) under a CPU limit of 1 and 2, threads from the limit or TF's defaults."""
+    """One task (no TF_CONFIG: MWMS alone) under a CPU limit of 1 and 2: threads from the limit, TF's
+    defaults (this node's 2 cores), and the pools TF would make on a 16-core node."""
     results: dict[str, list[float]] = {}
-    for i in range(runs):
-        for limit in ("1", "2"):
-            for chart_threads in (True, False):
-                key = f"node, limit {limit}, " + ("chart threads" if chart_threads else "TF defaults")
-                extra = {"roles.worker.replicas": "1", "roles.worker.resources.limits.cpu": limit,
-                         "threads.fromCpuLimit": str(chart_threads).lower()}  # fmt: skip
-                say(f"run {i + 1}/{runs}: {key}")
-                r = run_release(api, h, chart_values("multiWorkerMirrored", THREAD_ARGS, extra), "worker")
-                results.setdefault(key, []).append(r["steps/s"])
-                say(f"  {r['steps/s']:.2f} steps/s")
-    for i in range(runs):
-        for limit in ("1", "2"):
-            for chart_threads in (True, False):
-                key = f"run-local, quota {limit}, " + ("chart threads" if chart_threads else "TF defaults")
-                say(f"run {i + 1}/{runs}: {key}")
-                results.setdefault(key, []).append(local_steps(limit, chart_threads))
-                say(f"  {results[key][-1]:.2f} steps/s")
+    for where in ("node", "run-local"):
+        for i in range(runs):
+            for limit in ("1", "2"):
+                for name, (from_limit, env) in THREADINGS.items():
+                    key = f"{where}, {'limit' if where == 'node' else 'quota'} {limit}, {name}"
+                    say(f"run {i + 1}/{runs}: {key}")
+                    if where == "node":
+                        extra = {"roles.worker.replicas": "1", "roles.worker.resources.limits.cpu": limit,
+                                 "threads.fromCpuLimit": str(from_limit).lower()}  # fmt: skip
+                        values = chart_values("multiWorkerMirrored", THREAD_ARGS, extra, env)
+                        steps = run_release(api, h, values, "worker")["steps/s"]
+                    else:
+                        steps = local_steps(limit, from_limit, env)
+                    results.setdefault(key, []).append(steps)
+                    say(f"  {steps:.2f} steps/s")
     medians = {k: median(v) for k, v in results.items()}
     print(f"\nsteps/s of one task (Dense 1024x1024, batch 256), median of {runs}")
     print(table(["where, CPU, threads", "steps/s"], [[k, v] for k, v in medians.items()]))
-    return {"runs": runs, "median": medians, "all": results}
+    return {"runs": runs, "threadings": list(THREADINGS), "median": medians, "all": results}
 
 
 CGROUP = Path("/sys/fs/cgroup/cpu")
 
 
-def local_steps(limit: str, chart_threads: bool) -> float:
+def local_steps(limit: str, chart_threads: bool, env: list[dict]) -> float:
     """run-local of the same one-task release inside a cgroup (v1 `cpu` or v2) with a CPU quota of `limit`."""
     quota = int(limit) * 100000
     v2 = Path("/sys/fs/cgroup/cgroup.controllers").exists()
@@ -304,7 +316,8 @@ def local_steps(limit: str, chart_threads: bool) -> float:
         argv = [str(ROOT / ".venv" / "bin" / "tf-cluster"), "run-local", "--quiet", "--workdir", workdir]
         argv += ["--script", str(PROGRAM), "--set", "roles.worker.replicas=1"]
         argv += ["--set", f"roles.worker.resources.limits.cpu={limit}"]
-        argv += ["--set", f"threads.fromCpuLimit={str(chart_threads).lower()}", "--", *THREAD_ARGS]
+        argv += ["--set", f"threads.fromCpuLimit={str(chart_threads).lower()}", "--set-json", f"env={json.dumps(env)}"]
+        argv += ["--", *THREAD_ARGS]
         enter = f'echo $$ > {group / "cgroup.procs"} && exec "$@"'
         r = subprocess.run(["sh", "-c", enter, "sh", *argv], capture_output=True, text=True)
         if r.returncode != 0:
@@ -313,12 +326,91 @@ def local_steps(limit: str, chart_threads: bool) -> float:
     return marks(text)["done"]["steps_per_s"]
 
 
+NODE_DIR = Path(os.environ.get("TF_CLUSTER_NODE_DIR", "/var/lib/tf-cluster-node"))
+COREFILE, COREDNS_LOG = NODE_DIR / "Corefile", NODE_DIR / "logs" / "coredns.log"
+ADDON_DEFAULT = "cache 30"  # the Corefile of Kubernetes' CoreDNS addon (kubeadm): kubernetes ttl 30, cache 30
+DNS = {
+    "this node (kubernetes ttl 5, cache 5)": lambda text: text,
+    "addon default (ttl 30, cache 30)": lambda text: text.replace("ttl 5", "ttl 30").replace("cache 5", ADDON_DEFAULT),
+    "addon default + disable denial cluster.local": lambda text: text.replace("ttl 5", "ttl 30").replace(
+        "cache 5", ADDON_DEFAULT + " {\n        disable denial cluster.local\n    }"
+    ),
+}
+
+
+def use_corefile(text: str) -> None:
+    """Write the e2e node's Corefile and wait for CoreDNS' reload plugin to run it."""
+    before = COREDNS_LOG.read_text().count("Reloading complete")
+    if COREFILE.read_text() == text:
+        return
+    COREFILE.write_text(text)
+    deadline = time.monotonic() + 60
+    while COREDNS_LOG.read_text().count("Reloading complete") == before:
+        if time.monotonic() > deadline:
+            sys.exit(f"CoreDNS did not reload {COREFILE} within 60s; see {COREDNS_LOG}")
+        time.sleep(0.5)
+
+
+def ask(server: str, name: str, qtype: int) -> int:
+    """One DNS query (RFC 1035, over UDP) to `server`; returns the response code (3 = NXDOMAIN)."""
+    question = b"".join(bytes([len(label)]) + label.encode() for label in name.rstrip(".").split("."))
+    packet = struct.pack(">HHHHHH", 0x7F11, 0x0100, 1, 0, 0, 0) + question + b"\0" + struct.pack(">HH", qtype, 1)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.settimeout(2)
+        sock.sendto(packet, (server, 53))
+        return sock.recv(4096)[3] & 0xF
+
+
+def prime_negative_cache(h: helm.Helm, values: helm.Values) -> int:
+    """Ask the node's CoreDNS for every task's name (A and AAAA, the first name a pod's resolver
+    tries) before the release exists: what a task does when it looks a peer up before the peer's
+    pod has an address. Returns how many answers were NXDOMAIN."""
+    server = next(line.split()[1] for line in COREFILE.read_text().splitlines() if line.strip().startswith("bind"))
+    docs = helm.parse(h.template(RELEASE, values))
+    hosts = set()
+    for job in (d for d in docs if d["kind"] == "Job"):
+        for e in job["spec"]["template"]["spec"]["containers"][0].get("env", []):
+            if e["name"] == "TF_CONFIG":
+                cluster = json.loads(e["value"].replace("$(TF_TASK_INDEX)", "0"))["cluster"]
+                hosts |= {a.rsplit(":", 1)[0] for addrs in cluster.values() for a in addrs}
+    names = [f"{host}.{NS}.svc.cluster.local" for host in sorted(hosts)]
+    return sum(ask(server, name, qtype) == 3 for name in names for qtype in (1, 28))
+
+
+def dns(api, h: helm.Helm, runs: int) -> dict:
+    """ParameterServer install to first step under three cluster DNS settings: a task that asks for a
+    peer before the peer's pod has an address gets NXDOMAIN, and CoreDNS serves that answer from its
+    cache until it expires, however soon the address appears. Whether a task asks that early is a race
+    (seen in some runs, not others); each run here makes it certain by asking first."""
+    original = COREFILE.read_text()
+    rows: dict[str, list[dict]] = {}
+    sets, program_args, _ = SHAPES["parameterServer"]
+    try:
+        for i in range(runs):
+            for name, variant in DNS.items():
+                use_corefile(variant(original))
+                values = chart_values("parameterServer", program_args)
+                primed = prime_negative_cache(h, values)
+                say(f"run {i + 1}/{runs}: parameterServer, cluster DNS {name} ({primed} NXDOMAIN answers asked first)")
+                rows.setdefault(name, []).append(run_release(api, h, values, "chief"))
+                r = rows[name][-1]
+                say(f"  first step after {r['first step']:.1f}s (longest peer wait {r['longest peer wait']:.1f}s)")
+    finally:
+        use_corefile(original)
+    keys = ("peers resolved", "first step", "longest peer wait")
+    medians = {k: {s: median([r[s] for r in v]) for s in keys} for k, v in rows.items()}
+    print(f"\nParameterServer install to first step by cluster DNS setting, seconds, median of {runs}")
+    print(table(["cluster DNS", *keys], [[k, *(m[s] for s in keys)] for k, m in medians.items()]))
+    return {"runs": runs, "median": medians, "all": rows}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG", "/var/lib/tf-cluster-node/kubeconfig"))
     p.add_argument("--runs", type=int, default=3)
-    p.add_argument("--only", choices=("first-step", "threads"))
+    p.add_argument("--only", choices=("first-step", "threads", "dns"))
     args = p.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run still restores CoreDNS, uninstalls
     if not Path(args.kubeconfig).is_file():
         sys.exit(f"no kubeconfig at {args.kubeconfig}: bring the e2e node up (make e2e-up) or pass --kubeconfig")
     api = kube.client_for(args.kubeconfig)
@@ -334,6 +426,11 @@ def main() -> None:
             save("first-step", first_step(api, h, args.runs))
         if args.only in (None, "threads"):
             save("threads", threads(api, h, args.runs))
+        if args.only in (None, "dns"):
+            if "reload" in (COREFILE.read_text() if COREFILE.is_file() else ""):
+                save("dns", dns(api, h, args.runs))
+            else:
+                say(f"cluster DNS settings not measured: they need the e2e node's CoreDNS ({COREFILE}, with reload)")
     finally:
         h.uninstall(RELEASE)
         kube.delete_namespace(api, NS)
