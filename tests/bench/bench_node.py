@@ -264,7 +264,7 @@ def first_step(api, h: helm.Helm, runs: int) -> dict:
     return {"runs": runs, "stages": list(STAGES), "median": medians, "all": rows}
 
 
-THREAD_ARGS = ["--strategy", "mwms", "--width", "1024", "--batch", "256", "--steps", "40"]
+THREAD_ARGS = ["--strategy", "mwms", "--width", "1024", "--batch", "256", "--steps", "100"]
 SIXTEEN = [{"name": n, "value": "16"} for n in ("TF_NUM_INTRAOP_THREADS", "TF_NUM_INTEROP_THREADS")]
 THREADINGS = {  # name: (threads.fromCpuLimit, env) — the third is what TF's defaults are on a 16-core node
     "chart threads": (True, []),
