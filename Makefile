@@ -102,7 +102,7 @@ bench: image  ## measure and write docs/benchmarks.md (+ PNGs): scale, run-local
 	cd tests/bench && ../../$(PY) bench_render.py --runs $(BENCH_RUNS)
 	cd tests/bench && ../../$(PY) bench_demo.py --runs $(BENCH_RUNS)
 	cd tests/bench && ../../$(PY) bench_images.py
-	$(NODE) up && kc=$$($(NODE) env | cut -d= -f2) && cd tests/bench && ../../$(PY) bench_node.py --runs $(BENCH_RUNS) --kubeconfig $$kc; \
+	$(NODE) up && kc=$$($(NODE) env | cut -d= -f2) && (cd tests/bench && ../../$(PY) bench_node.py --runs $(BENCH_RUNS) --kubeconfig $$kc); \
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc
 	cd tests/bench && ../../$(PY) report.py
 
