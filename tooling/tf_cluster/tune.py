@@ -213,7 +213,9 @@ def pruner(space: Space):
 
     if space.pruner == "none":
         return optuna.pruners.NopPruner()
-    return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=1)
+    # Steps are epochs counted from 1 (Keras' lines, the progress protocol): a trial's first report is
+    # never judged (warm-up below step 2), and no trial is pruned before two have finished.
+    return optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=2)
 
 
 def storage_url(out: Path, url: str | None) -> str:
