@@ -30,20 +30,17 @@ def exe(builder: str) -> list[str]:
     return ["podman", *podman_flags()] if builder in ("podman", "buildah") else [builder]
 
 
-def size(builder: str, image: str) -> int:
-    r = subprocess.run(
-        [*exe(builder), "image", "inspect", "--format", "{{.Size}}", image], capture_output=True, text=True
-    )
+def inspect(builder: str, image: str, field: str) -> str:
+    """One field of `image inspect` (`Size`, `Id`); exits when the image is not there."""
+    argv = [*exe(builder), "image", "inspect", "--format", "{{." + field + "}}", image]
+    r = subprocess.run(argv, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"no image {image}: build it first (make image)\n{r.stderr}")
-    return int(r.stdout.strip())
-
-
-def image_id(builder: str, image: str) -> str:
-    r = subprocess.run(
-        [*exe(builder), "image", "inspect", "--format", "{{.Id}}", image], capture_output=True, text=True
-    )
     return r.stdout.strip()
+
+
+def size(builder: str, image: str) -> int:
+    return int(inspect(builder, image, "Size"))
 
 
 def build(argv: list[str], what: str) -> float:
@@ -93,11 +90,11 @@ def rebuild_after_script_edit(builder: str, base: str, ca: Path | None) -> tuple
     with tempfile.TemporaryDirectory() as out:
         ctx = images.assemble("cpu", base=base, ca_secret=bool(ca), out=Path(out) / "ctx")
         unchanged = build(_retag(build_argv(builder, ctx, ca), tag), "trainer image, nothing changed")
-        before = image_id(builder, tag)
+        before = inspect(builder, tag, "Id")
         script = ctx.path / "trainers" / "mwms_fit.py"
         script.write_text(script.read_text() + f"\n# edited by bench_images.py at {time.time()}\n")
         edited = build(_retag(build_argv(builder, ctx, ca), tag), "trainer image, one trainer script edited")
-        if image_id(builder, tag) == before:
+        if inspect(builder, tag, "Id") == before:
             sys.exit("the edited context built the same image: the rebuild figure would measure nothing")
     subprocess.run([*exe(builder), "rmi", tag], capture_output=True)
     return unchanged, edited

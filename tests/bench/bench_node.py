@@ -8,7 +8,7 @@ Needs a cluster whose nodes have the trainer image: the e2e node (`make e2e-up`)
 brings it up. The clock of this machine is the node's, so the program's wall-clock marks, the pod
 log timestamps and this script's times compare directly.
 
-.venv/bin/python tests/bench/bench_node.py [--kubeconfig FILE] [--runs N] [--only first-step|threads]
+.venv/bin/python tests/bench/bench_node.py [--kubeconfig FILE] [--runs N] [--only first-step|threads|dns]
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from benchlib import PROGRAM, kubelet_time, marks, median, save, say, table
 from kubernetes import client
 
-from tf_cluster import ROOT, helm, kube
+from tf_cluster import ROOT, helm, kube, manifests
 from tf_cluster.commands.render import script_values
 
 NS = "tf-cluster-bench"
@@ -88,13 +88,14 @@ class PodTimes:
 def pod_marks(core, ns: str, pod) -> dict[str, float]:
     """A pod's stage times: the program's BENCH marks and the launcher's `peers resolve` line."""
     text = core.read_namespaced_pod_log(pod.metadata.name, ns, timestamps=True)
-    found = {name: m["t"] for name, m in marks(text).items()}
+    program = marks(text)
+    found = {name: m["t"] for name, m in program.items()}
+    if "done" in program:
+        found["steps_per_s"] = program["done"]["steps_per_s"]
     for line in text.splitlines():
         if PEERS in line:
             found["peers"] = kubelet_time(line.split(" ", 1)[0])
             found["peer_wait"] = float(line.split(PEERS)[1].strip().rstrip("s"))
-        if '"mark": "done"' in line:
-            found["steps_per_s"] = marks(line)["done"]["steps_per_s"]
     return found
 
 
@@ -102,19 +103,21 @@ def breakdown(t0: float, t_installed: float, times: PodTimes, per_pod: dict[str,
     """Seconds from t0 to each stage: the last pod to reach it (the cluster is only as ready as its
     last task), the strategy and first step as the leader (the chief, else worker 0) saw them."""
 
-    def last(key: str, source=None) -> float:
-        values = [(source or {}).get(p) if source is not None else m.get(key) for p, m in per_pod.items()]
-        values = [v for v in values if v]
-        return max(values) - t0 if values else float("nan")
+    def last(values) -> float:
+        seen = [v for v in values if v]
+        return max(seen) - t0 if seen else float("nan")
+
+    def last_mark(key: str) -> float:
+        return last(m.get(key) for m in per_pod.values())
 
     lead = per_pod[leader]
     return {
         "install returned": t_installed - t0,
-        "scheduled": last("", times.scheduled),
-        "container running": last("", times.running),
-        "peers resolved": last("peers"),
-        "program started": last("start"),
-        "TF imported": last("imported"),
+        "scheduled": last(times.scheduled.get(p) for p in per_pod),
+        "container running": last(times.running.get(p) for p in per_pod),
+        "peers resolved": last_mark("peers"),
+        "program started": last_mark("start"),
+        "TF imported": last_mark("imported"),
         "strategy built": lead.get("strategy", float("nan")) - t0,
         "first step": lead.get("first_step", float("nan")) - t0,
     }
@@ -366,15 +369,14 @@ def prime_negative_cache(h: helm.Helm, values: helm.Values) -> int:
     tries) before the release exists: what a task does when it looks a peer up before the peer's
     pod has an address. Returns how many answers were NXDOMAIN."""
     server = next(line.split()[1] for line in COREFILE.read_text().splitlines() if line.strip().startswith("bind"))
-    docs = helm.parse(h.template(RELEASE, values))
-    hosts = set()
-    for job in (d for d in docs if d["kind"] == "Job"):
-        for e in job["spec"]["template"]["spec"]["containers"][0].get("env", []):
-            if e["name"] == "TF_CONFIG":
-                cluster = json.loads(e["value"].replace("$(TF_TASK_INDEX)", "0"))["cluster"]
-                hosts |= {a.rsplit(":", 1)[0] for addrs in cluster.values() for a in addrs}
-    names = [f"{host}.{NS}.svc.cluster.local" for host in sorted(hosts)]
+    names = [f"{host}.{NS}.svc.cluster.local" for host in task_hosts(helm.parse(h.template(RELEASE, values)))]
     return sum(ask(server, name, qtype) == 3 for name in names for qtype in (1, 28))
+
+
+def task_hosts(docs: list[dict]) -> list[str]:
+    """Every host named in the rendered pods' TF_CONFIG clusters, sorted."""
+    clusters = [pod.tf_config["cluster"] for pod in manifests.pods(docs, namespace=NS) if pod.tf_config]
+    return sorted({a.rsplit(":", 1)[0] for cluster in clusters for addrs in cluster.values() for a in addrs})
 
 
 def dns(api, h: helm.Helm, runs: int) -> dict:
@@ -384,7 +386,7 @@ def dns(api, h: helm.Helm, runs: int) -> dict:
     (seen in some runs, not others); each run here makes it certain by asking first."""
     original = COREFILE.read_text()
     rows: dict[str, list[dict]] = {}
-    sets, program_args, _ = SHAPES["parameterServer"]
+    _, program_args, _ = SHAPES["parameterServer"]
     try:
         for i in range(runs):
             for name, variant in DNS.items():
