@@ -61,7 +61,11 @@ e2e-down:  ## stop the node, remove its pods and state (built binaries and impor
 e2e-status:  ## is the e2e node up, and what runs on it
 	$(NODE) status
 
-e2e: image  ## bring the node (+ Argo CD) up or reuse it, run the cluster and Argo CD scenarios, take it down unless KEEP=1
+e2e: setup  ## build the trainer image and the node's binaries side by side, bring the node (+ Argo CD) up or reuse it, run the cluster and Argo CD scenarios, take it down unless KEEP=1
+	@bash images/base/install-builder.sh  # its apt-get first: the node's build installs Debian packages too
+	@# the image build waits mostly on downloads, the node's Go builds on the CPU: both at once
+	@$(NODE) build & b=$$!; $(MAKE) --no-print-directory image; i=$$?; wait $$b; n=$$?; \
+	  [ $$i = 0 ] || exit $$i; [ $$n = 0 ] || exit $$n
 	$(NODE) up && TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) \
 	  $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 -m "$(MARK)" $(PYTEST_ARGS); \
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc

@@ -17,6 +17,7 @@ registries).  Every run is idempotent; a second run takes well under a second.
 
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import io
 import json
@@ -396,23 +397,32 @@ def install_venv() -> None:
 
 def main(argv: list[str]) -> int:
     only = set(argv) or {"venv", "tools"}
-    try:
-        if "tools" in only:
-            for name, (module, version) in HELM_BUILDS.items():
-                install_helm(name, module, version)
-            for tool in TOOL_LIST:
-                install_tool(tool)
-            for name, module in GO_TOOLS.items():
-                install_go_tool(name, module)
-            for name, build in GO_MODULE_BUILDS.items():
-                install_go_module_build(name, *build)
-            install_psscheck()
-            install_checkov()
+
+    def pip_installs() -> None:  # downloads mostly: run beside the Go builds, which use the CPU
         if "venv" in only:
             install_venv()
-    except BootstrapError as e:
-        print(f"[setup] error: {e}", file=sys.stderr)
-        return 1
+        if "tools" in only:
+            install_checkov()
+
+    TOOLS.mkdir(parents=True, exist_ok=True)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pip = pool.submit(pip_installs)
+        try:
+            if "tools" in only:
+                for name, (module, version) in HELM_BUILDS.items():
+                    install_helm(name, module, version)
+                for tool in TOOL_LIST:
+                    install_tool(tool)
+                for name, module in GO_TOOLS.items():
+                    install_go_tool(name, module)
+                for name, build in GO_MODULE_BUILDS.items():
+                    install_go_module_build(name, *build)
+                install_psscheck()
+            pip.result()
+        except BootstrapError as e:
+            print(f"[setup] error: {e}", file=sys.stderr)
+            pip.cancel()
+            return 1
     return 0
 
 

@@ -1,7 +1,10 @@
 """ParameterServer coordinator (the chief): Keras `fit` with a DatasetCreator.
 
 Workers and ps run tf_server.py. Checkpoints go to CHECKPOINT_DIR every epoch
-(the sidecar evaluator reads them); the model is exported to MODEL_DIR.
+(the sidecar evaluator reads them); the model is exported to MODEL_DIR. A
+restarted coordinator (its pod killed, or a ps lost: the chief then exits and its
+Job starts it again) restores the last checkpoint into the ps and goes on from
+the epoch after it: Keras' BackupAndRestore does not support this strategy.
 """
 
 import os
@@ -25,6 +28,11 @@ def main():
         common.compile_model(keras, model, steps_per_execution=5)
     ckpt = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
     manager = tf.train.CheckpointManager(ckpt, d["checkpoints"], max_to_keep=3)
+    done = 0
+    if manager.latest_checkpoint:
+        ckpt.restore(manager.latest_checkpoint)
+        done = int(manager.latest_checkpoint.rsplit("-", 1)[1])  # saved as ckpt-<epochs done>
+        print(f"coordinator: restored {manager.latest_checkpoint}; resuming after epoch {done}", flush=True)
 
     class SaveCheckpoint(keras.callbacks.Callback):
         def on_epoch_end(self, epoch, logs=None):
@@ -36,6 +44,7 @@ def main():
     history = model.fit(
         keras.utils.experimental.DatasetCreator(dataset_fn),
         epochs=common.EPOCHS,
+        initial_epoch=min(done, common.EPOCHS),
         steps_per_epoch=common.STEPS_PER_EPOCH,
         callbacks=[
             SaveCheckpoint(),

@@ -26,7 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchlib import PROGRAM, kubelet_time, marks, median, save, say, table
+from benchlib import PROGRAM, marks, median, save, say, table
 from kubernetes import client
 
 from tf_cluster import ROOT, helm, kube, manifests
@@ -94,7 +94,7 @@ def pod_marks(core, ns: str, pod) -> dict[str, float]:
         found["steps_per_s"] = program["done"]["steps_per_s"]
     for line in text.splitlines():
         if PEERS in line:
-            found["peers"] = kubelet_time(line.split(" ", 1)[0])
+            found["peers"] = kube.kubelet_time(line.split(" ", 1)[0])
             found["peer_wait"] = float(line.split(PEERS)[1].strip().rstrip("s"))
     return found
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import statistics
 import time
-from datetime import datetime
 from pathlib import Path
 
 from tf_cluster import ROOT
@@ -31,12 +30,6 @@ def marks(text: str) -> dict[str, dict]:
                 continue
             found[data["mark"]] = data
     return found
-
-
-def kubelet_time(stamp: str) -> float:
-    """A pod log line's timestamp (`kubectl logs --timestamps`: RFC 3339 with nanoseconds) as epoch seconds."""
-    head, _, frac = stamp.rstrip("Z").partition(".")
-    return datetime.fromisoformat(head + "+00:00").timestamp() + float("0." + (frac or "0"))
 
 
 def median(values: list[float]) -> float:

@@ -191,3 +191,30 @@ def test_a_plain_keras_program_runs_with_one_flag_and_shows_its_progress(tmp_pat
         assert r[1] == "0" and " ".join(r[4:]).startswith("epoch 2/2, loss "), summary
         assert "accuracy" in " ".join(r[4:])
     assert "code/plain_keras_mwms.py" in (tmp_path / "run" / "logs" / "worker-0.log").read_text()
+
+
+# extended: both kills run in CI on the real node (tests/e2e/cluster/test_faults.py)
+@pytest.mark.extended
+@pytest.mark.parametrize("victim", ["ps", "chief"])
+def test_a_killed_ps_or_chief_restarts_the_coordinator_which_resumes_from_its_checkpoint(tmp_path, victim):
+    """A lost ps takes the coordinator's variables with it: the chief fails, its Job starts it
+    again, and it restores the last checkpoint into the new ps. A killed chief does the same."""
+    killed = threading.Event()
+    values = {"env": [{"name": "EPOCHS", "value": "5"}, {"name": "STEPS_PER_EPOCH", "value": "30"}]}
+
+    def on_line(t, line):
+        if t.name == "chief-0" and t.progress.get("epoch") == 2 and not killed.is_set():
+            killed.set()
+            c.kill(victim, 0, signal.SIGKILL)
+
+    c = cluster(tmp_path, EX / "parameter-server.yaml", values, on_line=on_line)
+    assert run(c, 500), [(j.name, j.reason) for j in c.cluster.jobs]
+    assert killed.is_set()
+    chief = task(c, "chief-0")
+    assert chief.exit_codes[-1] == 0 and chief.failures >= 1, chief.exit_codes
+    if victim == "ps":
+        assert task(c, "ps-0").exit_codes[0] == 137
+    resumed = chief.reported.resumed_at()
+    assert resumed and resumed[-1] >= 2, chief.events
+    assert chief.reported.progress["epoch"] == 5
+    assert (Path(c.cluster.host_path(chief, chief.result["model_dir"])) / "saved_model.pb").is_file()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_cluster import ROOT, helm
+from tf_cluster import ROOT, helm, kube
 
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 import bench_render  # noqa: E402
@@ -30,7 +30,7 @@ def test_marks_are_read_from_pod_logs_with_kubelet_timestamps_and_the_last_of_ea
     found = benchlib.marks(text)
     assert found["start"]["t"] == 20.0 and found["done"]["steps_per_s"] == 41.5
     assert set(found) == {"start", "done"}
-    stamp = benchlib.kubelet_time("2026-11-24T02:57:30.123456789Z")
+    stamp = kube.kubelet_time("2026-11-24T02:57:30.123456789Z")
     assert stamp == pytest.approx(1795489050.123456789, abs=1e-6)
 
 

@@ -104,8 +104,9 @@ def test_a_killed_child_reports_128_plus_signal(tmp_path):
     assert p.returncode == 137
 
 
-@pytest.mark.parametrize("condition,rc", [("Complete", 0), ("Failed", 3)])
-def test_stops_the_child_when_the_leading_job_finishes(condition, rc, tmp_path):
+def serve_until_the_leader_ends(tmp_path, poll: str):
+    """A server task that stops with the leading Job `tf-chief`, whose condition is the returned
+    file (empty: running)."""
     status = tmp_path / "leader"
     status.write_text("")
     p = start(
@@ -113,9 +114,15 @@ def test_stops_the_child_when_the_leading_job_finishes(condition, rc, tmp_path):
         tmp_path,
         TF_CLUSTER_STOP_WITH_LEADER="true",
         TF_CLUSTER_LEADER_STATUS_FILE=str(status),
-        TF_CLUSTER_POLL_SECONDS="0.2",
+        TF_CLUSTER_POLL_SECONDS=poll,
         TF_CLUSTER_LEADER_JOB="tf-chief",
     )
+    return p, status
+
+
+@pytest.mark.parametrize("condition,rc", [("Complete", 0), ("Failed", 3)])
+def test_stops_the_child_when_the_leading_job_finishes(condition, rc, tmp_path):
+    p, status = serve_until_the_leader_ends(tmp_path, poll="0.2")
     assert p.stdout.readline().strip() == "serving"
     time.sleep(1)
     assert p.poll() is None  # still serving while the chief runs
@@ -125,6 +132,19 @@ def test_stops_the_child_when_the_leading_job_finishes(condition, rc, tmp_path):
     assert p.returncode == rc
     assert time.monotonic() - t0 < 5
     assert f"Job tf-chief is {condition}" in err
+
+
+@pytest.mark.parametrize("condition,rc", [("Complete", 0), ("", 143)], ids=["leader-complete", "leader-running"])
+def test_a_server_terminated_after_the_leader_completed_exits_0(condition, rc, tmp_path):
+    """The Job controller ends a finished Job's other tasks (successPolicy) before their own poll
+    saw the leader Complete: that SIGTERM is the run's end, not a failure. Mid-run it still is one."""
+    p, status = serve_until_the_leader_ends(tmp_path, poll="600")  # the poll never comes first
+    assert p.stdout.readline().strip() == "serving"
+    status.write_text(condition)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == rc, err
+    assert ("Job tf-chief is Complete; task stopped (exit 0)" in err) == (condition == "Complete")
 
 
 @pytest.mark.parametrize("already_before_start", [True, False], ids=["finished-before-start", "finishes-during-wait"])

@@ -56,6 +56,22 @@ def test_auto_gangs_the_training_tasks_where_the_api_is_served(major, files, siz
     assert in_gang == size
 
 
+@pytest.mark.parametrize("major", HELM_VERSIONS)
+def test_ganged_server_roles_end_with_the_run_so_a_late_replacement_cannot_hang_it(major):
+    """A ps or worker replaced after the gang's other tasks finished could never be placed: its Job
+    is done once one task was stopped by the chief's completion (successPolicy), and removes it.
+    Only where the gang is (a late replacement without one is placed and exits at once) and only
+    the roles that stop with the leader: the chief's Job still needs its task to succeed."""
+    policies = {
+        j["metadata"]["labels"]["app.kubernetes.io/component"]: j["spec"].get("successPolicy")
+        for j in kind(render((PS_EVAL,), major=major), "Job")
+    }
+    one = {"rules": [{"succeededCount": 1}]}
+    assert policies == {"chief": None, "worker": one, "ps": one, "evaluator": one}
+    assert all("successPolicy" not in j["spec"] for j in kind(render((PS_EVAL,), api=False, major=major), "Job"))
+    assert all("successPolicy" not in j["spec"] for j in kind(render((MWMS,), major=major), "Job"))  # workers lead
+
+
 def test_the_gang_validates_against_the_kubernetes_1_37_schemas():
     text = helm.Helm("4").template("rel", helm.Values.of([PS_EVAL]), api_versions=[GANG_API])
     assert validate.validate_docs(helm.parse(text), ("1.37",)) == []
@@ -139,7 +155,11 @@ def test_gang_scheduler_podgroups_validate_against_their_published_crds(pod_grou
     docs = render((PS_EVAL,), sets, api=False)
     (group,) = kind(docs, "PodGroup")
     assert validate.validate_custom(group) == [], group
-    assert validate.validate_docs(docs, ("1.29", "1.37")) == []
+    assert validate.validate_docs(docs, ("1.37",)) == []
+    # as a 1.29 cluster's install renders it: no Job successPolicy there (GA in 1.33)
+    on_129 = helm.parse(helm.Helm("4").template("rel", helm.Values.of([PS_EVAL], sets), kube_version="1.29.0"))
+    assert all("successPolicy" not in j["spec"] for j in kind(on_129, "Job"))
+    assert validate.validate_docs(on_129, ("1.29",)) == []
     group["spec"]["minMembers"] = 4  # a misspelt field
     (problem,) = validate.validate_custom(group)
     assert "minMembers" in problem.message

@@ -68,12 +68,28 @@ def task_order(key: tuple[str, int]) -> tuple[int, int]:
     return roles.order(role), index
 
 
+def _tensorflow_ended(pod, last: bool = False):
+    """How the pod's `tensorflow` container ended (its current state, or with `last` also its
+    previous run's), or None while it runs."""
+    for cs in pod.status.container_statuses or []:
+        if cs.name == "tensorflow":
+            ended = cs.state and cs.state.terminated
+            return ended or (last and cs.last_state and cs.last_state.terminated) or None
+    return None
+
+
 def exit_code(pod) -> int | None:
     """Exit code of the pod's `tensorflow` container once it terminated."""
-    for cs in pod.status.container_statuses or []:
-        if cs.name == "tensorflow" and cs.state and cs.state.terminated:
-            return cs.state.terminated.exit_code
-    return None
+    ended = _tensorflow_ended(pod)
+    return ended.exit_code if ended else None
+
+
+def kubelet_time(stamp: str) -> float:
+    """A pod log line's timestamp (`kubectl logs --timestamps`: RFC 3339 with nanoseconds) as epoch seconds."""
+    from datetime import datetime
+
+    head, _, frac = stamp.rstrip("Z").partition(".")
+    return datetime.fromisoformat(head + "+00:00").timestamp() + float("0." + (frac or "0"))
 
 
 def pod_seconds(pods) -> float | None:
@@ -312,6 +328,14 @@ def wait_for_jobs(
         time.sleep(every)
 
 
+def termination(pod) -> str:
+    """The pod's phase, and how its `tensorflow` container last ended: "Failed, exit 137 (OOMKilled)"."""
+    ended = _tensorflow_ended(pod, last=True)
+    if not ended:
+        return pod.status.phase
+    return f"{pod.status.phase}, exit {ended.exit_code}" + (f" ({ended.reason})" if ended.reason else "")
+
+
 def diagnostics(api, namespace: str, release: str, tail: int = 30) -> str:
     """Logs of the pods that failed or are stuck, and the namespace's Warning events."""
     from kubernetes import client
@@ -332,7 +356,14 @@ def diagnostics(api, namespace: str, release: str, tail: int = 30) -> str:
         if not bad:
             continue
         text = pod_log(api, namespace, p, tail) or "(no log)"
-        out.append(f"--- pod {p.metadata.name} ({p.status.phase}), last {tail} log lines:\n{text.rstrip()}")
+        ended = termination(p)
+        out.append(f"--- pod {p.metadata.name} ({ended}), last {tail} log lines:\n{text.rstrip()}")
+        if "OOMKilled" in ended:
+            role = (p.metadata.labels or {}).get(COMPONENT, "<role>")
+            out.append(
+                f"    {p.metadata.name} used more memory than its limit and the kernel killed it: raise "
+                f"roles.{role}.resources.limits.memory (or lower the batch size)"
+            )
     events = [e for e in core.list_namespaced_event(namespace).items if e.type == "Warning"]
     if events:
         out.append("--- Warning events:")

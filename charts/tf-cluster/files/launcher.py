@@ -172,6 +172,14 @@ def leader_condition():
                                      env("TF_CLUSTER_LEADER_JOB"))
 
 
+def leader_condition_or_empty():
+    """leader_condition(), with "" when the API cannot be read (the caller moves on)."""
+    try:
+        return leader_condition()
+    except (ConfigError, urllib.error.URLError, OSError, ValueError):
+        return ""
+
+
 def watch_leader(poll, on_finished, stop_event):
     job = env("TF_CLUSTER_LEADER_JOB") or "leader"
     log("will stop when Job %s finishes (checked every %ss)" % (job, poll))
@@ -254,10 +262,7 @@ def run(argv):
     def leader_finished():
         """A task (re)started after the leading Job ended has nothing to serve: say so, exit."""
         if stops_with_leader and not finished:
-            try:
-                cond = leader_condition()
-            except (ConfigError, urllib.error.URLError, OSError, ValueError):
-                cond = ""
+            cond = leader_condition_or_empty()
             if cond:
                 finished["leader"] = cond
         return bool(finished)
@@ -336,6 +341,13 @@ def run(argv):
     if outcome.get("leader") == "Failed":
         log("leading Job failed; task stopped (exit %d)" % EXIT_LEADER_FAILED)
         return EXIT_LEADER_FAILED
+    if stops_with_leader and "signal" in outcome and not outcome.get("leader"):
+        # Stopped by the pod's termination: when the leading Job has just completed, that is the
+        # Job controller ending this (finished) Job's other tasks, not a failure.
+        cond = leader_condition_or_empty()
+        if cond in SUCCESS:
+            log("Job %s is %s; task stopped (exit 0)" % (env("TF_CLUSTER_LEADER_JOB") or "leader", cond))
+            return 0
     if outcome.get("killed"):
         rc = 128 + outcome["signal"]  # stopped by the pod's termination, not finished: retry it
         log("task stopped by signal %d before it finished (exit %d)" % (outcome["signal"], rc))

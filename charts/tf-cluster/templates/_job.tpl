@@ -54,6 +54,14 @@ backoffLimitPerIndex: {{ int $policy.backoffLimitPerIndex }}
 maxFailedIndexes: {{ int $policy.maxFailedIndexes }}
 {{- end }}
 podReplacementPolicy: Failed
+{{- if and (include "tf-cluster.stopsWithLeader" .) (include "tf-cluster.gang" .context) (semverCompare ">=1.33-0" .context.Capabilities.KubeVersion.Version) }}
+# A server role ends with the run: once one task was stopped because the leading Job completed,
+# this Job is done. A replacement created after the gang's other tasks finished (a late eviction)
+# could never be placed (its gang cannot form again); the Job removes it instead of waiting forever.
+successPolicy:
+  rules:
+    - succeededCount: 1
+{{- end }}
 podFailurePolicy:
   rules:
     # A pod evicted or preempted (node drain, spot reclaim) is retried without counting.

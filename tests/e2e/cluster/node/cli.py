@@ -13,25 +13,47 @@ from pathlib import Path
 from . import __doc__ as DOC
 from .addons import up_addons
 from .argocd import ARGOCD_DIR, REGISTRY_DIR, up_argocd
-from .config import API_PORT, BIN, BUILD_SH, COMPONENTS, K8S_VERSION, KUBECONFIG, NODE, STATE, TRAINER_REPO, logs, run
+from .config import (
+    API_PORT,
+    BIN,
+    BUILD_SH,
+    CILIUM_DIR,
+    COMPONENTS,
+    K8S_VERSION,
+    KUBECONFIG,
+    NODE,
+    POLICY_ENGINE,
+    STATE,
+    TRAINER_REPO,
+    logs,
+    run,
+)
 from .control_plane import up_control_plane
 from .kubelet import node_ready, up_node
 from .pki import ensure_pki, kubeconfig
+from .policy import clean_up as clean_up_policy_engine
+from .policy import up_policy_engine
 from .proc import NodeError, ctr, kubectl, node_ip, pid_of, say, sh, stop, wait_for
 from .runtime import ctr_images, trainer_images
+
+
+def build(args) -> int:
+    """build.sh into the directories this package reads: the node's binaries, cached."""
+    say(f"building/checking binaries in {BIN} (cached after the first time)")
+    paths = {"TF_CLUSTER_E2E_BIN": str(BIN), "ARGOCD_DIR": str(ARGOCD_DIR), "REGISTRY_DIR": str(REGISTRY_DIR)}
+    paths.update(K8S_VERSION=K8S_VERSION, CILIUM_DIR=str(CILIUM_DIR))
+    paths["TF_CLUSTER_NODE_POLICY"] = POLICY_ENGINE  # build.sh leaves Cilium out with "none"
+    b = subprocess.run(["bash", BUILD_SH], env={**os.environ, **paths})
+    if b.returncode != 0:
+        raise NodeError("building the node's binaries failed (see the lines above)")
+    return 0
 
 
 def up(args) -> int:
     t0 = time.monotonic()
     if os.geteuid() != 0:
         raise NodeError("the node needs root (kubelet, containerd, iptables): run as root")
-    say(f"building/checking binaries in {BIN} (cached after the first time)")
-    # build.sh writes where this package looks: the same directories, passed down
-    paths = {"TF_CLUSTER_E2E_BIN": str(BIN), "ARGOCD_DIR": str(ARGOCD_DIR), "REGISTRY_DIR": str(REGISTRY_DIR)}
-    paths["K8S_VERSION"] = K8S_VERSION
-    b = subprocess.run(["bash", BUILD_SH], env={**os.environ, **paths})
-    if b.returncode != 0:
-        raise NodeError("building the node's binaries failed (see the lines above)")
+    build(args)
     images = args.image or trainer_images()
     if not images:
         raise NodeError(f"no trainer image in podman's store ({TRAINER_REPO}): run `make image` first")
@@ -42,6 +64,10 @@ def up(args) -> int:
     kubeconfig("admin", f"https://127.0.0.1:{API_PORT}").replace(KUBECONFIG)
     up_control_plane(ip)
     up_node(ip, images)
+    if POLICY_ENGINE == "cilium":
+        up_policy_engine()
+    else:
+        say(f"TF_CLUSTER_NODE_POLICY={POLICY_ENGINE}: no NetworkPolicy engine, policies are not enforced")
     up_addons()
     up_argocd()
     wait_for(
@@ -56,6 +82,8 @@ def up(args) -> int:
 def status(args) -> int:
     ok = True
     for name in COMPONENTS:
+        if name == "cilium-agent" and POLICY_ENGINE != "cilium":
+            continue
         pid = pid_of(name)
         ok &= bool(pid)
         print(f"  {name:26} {'running pid ' + str(pid) if pid else 'DOWN'}")
@@ -90,6 +118,7 @@ def down(args) -> int:
             for image in ctr_images():
                 ctr("images", "rm", image, check=False)
     stop("containerd")
+    clean_up_policy_engine()
     for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
         stop(name)
     # mounts left by the kubelet and containerd, deepest first
@@ -119,6 +148,26 @@ def down(args) -> int:
     return 0
 
 
+RESTARTABLE = ("kube-apiserver", "kubelet")
+
+
+def restart(args) -> int:
+    """A fault a test injects: stop one component, keep it down for a while, start it again as
+    `up` does (what already runs is kept). Pods and containerd are not touched."""
+    if not pid_of(args.component):
+        raise NodeError(f"{args.component} is not running: `up` the node first")
+    ip, t0 = node_ip(), time.monotonic()
+    stop(args.component)
+    say(f"{args.component} down; starting it again in {args.down:.0f}s")
+    time.sleep(args.down)
+    if args.component == "kube-apiserver":
+        up_control_plane(ip)
+    else:
+        up_node(ip, trainer_images())
+    say(f"{args.component} back after {time.monotonic() - t0:.1f}s")
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="node", description=DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="verb", required=True)
@@ -129,10 +178,15 @@ def main(argv=None) -> int:
         help="trainer image(s) to import (default: every tf-cluster-trainer CPU tag in podman's store)",
     )
     u.set_defaults(func=up)
+    sub.add_parser("build", help="build the node's binaries (cached; `up` does it too)").set_defaults(func=build)
     sub.add_parser("status").set_defaults(func=status)
     d = sub.add_parser("down")
     d.add_argument("--purge", action="store_true", help="also remove the images imported into containerd")
     d.set_defaults(func=down)
+    r = sub.add_parser("restart", help="stop a component, wait, start it again (a fault for the e2e tests)")
+    r.add_argument("component", choices=RESTARTABLE)
+    r.add_argument("--down", type=float, default=0, metavar="SECONDS", help="how long it stays down (default 0)")
+    r.set_defaults(func=restart)
     sub.add_parser("env").set_defaults(func=lambda a: print(f"export KUBECONFIG={KUBECONFIG}") or 0)
     args = p.parse_args(argv)
     try:

@@ -22,6 +22,11 @@ ETCD_PORT, ETCD_PEER, API_PORT = 32379, 32380, 6443
 CNI_BIN = next(
     (d for d in ("/usr/lib/cni", "/usr/libexec/cni", "/opt/cni/bin") if Path(d, "bridge").exists()), "/usr/lib/cni"
 )
+# The NetworkPolicy engine (node/policy.py): Cilium, chained after the bridge; "none" leaves
+# policies unenforced (the bridge plugin alone), as a plain kind or minikube cluster does.
+POLICY_ENGINE = os.environ.get("TF_CLUSTER_NODE_POLICY", "cilium")
+CILIUM_VERSION = os.environ.get("CILIUM_VERSION", "1.20.2")
+CILIUM_DIR = Path(os.environ.get("CILIUM_DIR") or CACHE / f"cilium-{CILIUM_VERSION}")
 PAUSE_IMAGE = "localhost/tf-cluster/pause:1"
 BASE_IMAGE = os.environ.get("TF_CLUSTER_BASE_IMAGE", "localhost/tf-cluster-base:bookworm")
 TRAINER_REPO = "localhost/tf-cluster-trainer"
@@ -33,6 +38,7 @@ COMPONENTS = [
     "containerd",
     "kubelet",
     "kube-proxy",
+    "cilium-agent",
     "coredns",
     "local-path-provisioner",
     "redis",
@@ -45,3 +51,4 @@ COMPONENTS = [
 pki, run, logs = STATE / "pki", STATE / "run", STATE / "logs"
 KUBECONFIG = STATE / "kubeconfig"
 SOCK = run / "containerd.sock"
+CNI_BIN_DIR = STATE / "cni" / "bin"  # Debian's plugins (linked) and cilium-cni

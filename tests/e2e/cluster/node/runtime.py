@@ -8,7 +8,21 @@ import subprocess
 import time
 from pathlib import Path
 
-from .config import BIN, BRIDGE, CNI_BIN, GATEWAY, PAUSE_IMAGE, POD_CIDR, SOCK, STATE, TRAINER_REPO, run
+from .config import (
+    BIN,
+    BRIDGE,
+    CILIUM_DIR,
+    CNI_BIN,
+    CNI_BIN_DIR,
+    GATEWAY,
+    PAUSE_IMAGE,
+    POD_CIDR,
+    POLICY_ENGINE,
+    SOCK,
+    STATE,
+    TRAINER_REPO,
+    run,
+)
 from .proc import NodeError, ctr, say, sh, template
 
 
@@ -22,7 +36,7 @@ def containerd_config() -> Path:
             SOCK=SOCK,
             PAUSE_IMAGE=PAUSE_IMAGE,
             RESTRICT_OOM=str(restrict_oom()).lower(),
-            CNI_BIN=CNI_BIN,
+            CNI_BIN=CNI_BIN_DIR,
         )
     )
     return path
@@ -45,6 +59,19 @@ def ensure_network() -> None:
     if GATEWAY not in sh("ip", "-4", "addr", "show", BRIDGE).stdout:
         sh("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
     sh("ip", "link", "set", BRIDGE, "up")
+    # one plugin directory for containerd: Debian's plugins and, with the policy engine, Cilium's
+    CNI_BIN_DIR.mkdir(parents=True, exist_ok=True)
+    plugins = {p.name: p for p in Path(CNI_BIN).iterdir()}
+    if POLICY_ENGINE == "cilium":
+        plugins["cilium-cni"] = CILIUM_DIR / "cilium-cni"
+    for name, target in plugins.items():
+        link = CNI_BIN_DIR / name
+        if not link.is_symlink() or link.readlink() != target:
+            link.unlink(missing_ok=True)
+            link.symlink_to(target)
+    # Cilium after the bridge (generic-veth chaining): the bridge wires the pod, Cilium's agent
+    # attaches its policy programs to the pod's veth
+    chained = [{"type": "cilium-cni", "chaining-mode": "generic-veth"}] if POLICY_ENGINE == "cilium" else []
     netd = STATE / "cni" / "net.d"
     netd.mkdir(parents=True, exist_ok=True)
     (netd / "10-tf-cluster.conflist").write_text(
@@ -66,6 +93,7 @@ def ensure_network() -> None:
                             "dataDir": str(STATE / "cni" / "ipam"),
                         },
                     },
+                    *chained,
                     {"type": "portmap", "capabilities": {"portMappings": True}},
                 ],
             },

@@ -1,0 +1,119 @@
+"""The NetworkPolicy engine: Cilium's agent as a host process, its CNI plugin chained after the
+bridge (generic-veth), so NetworkPolicies are enforced on the node as on a production cluster.
+
+Built by build.sh (`cilium`) from github.com/cilium/cilium; the agent compiles its BPF programs
+with Debian's clang-19 when it starts. No operator: the CRDs are applied here (in 1.20 only the
+operator registers them) and identities are CRDs. `clean_up` removes what the agent leaves in
+the host (BPF pins and links, iptables chains, cilium_host), so `down` leaves the host as it was.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shlex
+import shutil
+import socket
+from pathlib import Path
+
+from .config import BRIDGE, CILIUM_DIR, CILIUM_VERSION, GATEWAY, KUBECONFIG, NODE, POD_CIDR, STATE
+from .proc import NodeError, kubectl, node_ip, say, sh, start, stop, wait_for
+
+RUN = Path("/var/run/cilium")  # the agent's state; cilium-cni finds the agent's API socket here
+SOCK = RUN / "cilium.sock"
+BPFFS = Path("/sys/fs/bpf")
+CGROUP2 = next(p for p in (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")) if (p / "cgroup.procs").exists())
+LLVM = {"clang": "clang-19", "llc": "llc-19", "llvm-objcopy": "llvm-objcopy-19"}
+
+
+class _UnixHTTP(http.client.HTTPConnection):
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(5)
+        self.sock.connect(str(SOCK))
+
+
+def agent_status() -> dict:
+    """The agent's own health (GET /v1/healthz on its API socket)."""
+    conn = _UnixHTTP("localhost")
+    conn.request("GET", "/v1/healthz")
+    return json.loads(conn.getresponse().read())
+
+
+def agent_ok() -> bool:
+    return agent_status().get("cilium", {}).get("state") == "Ok"
+
+
+def pod_route(source: str) -> None:
+    """The host's route to the pods (the bridge's connected route) with this source address."""
+    sh("ip", "route", "replace", POD_CIDR, "dev", BRIDGE, "proto", "kernel", "scope", "link", "src", source)
+
+
+def up_policy_engine() -> None:
+    for exe in ("cilium-agent", "cilium-cni"):
+        if not (CILIUM_DIR / exe).exists():
+            raise NodeError(f"{CILIUM_DIR / exe} is missing: `bash tests/e2e/cluster/build.sh cilium` builds it")
+    llvm = STATE / "cilium-llvm"  # clang/llc as the agent calls them: Debian's clang-19
+    llvm.mkdir(parents=True, exist_ok=True)
+    for name, versioned in LLVM.items():
+        found = shutil.which(versioned)
+        if not found:
+            raise NodeError(f"{versioned} is missing (the agent compiles BPF with it): apt install clang-19 llvm-19")
+        link = llvm / name
+        link.unlink(missing_ok=True)
+        link.symlink_to(found)
+    kubectl("apply", "--server-side", "--force-conflicts", "-f", CILIUM_DIR / "crds")
+    start(
+        "cilium-agent",
+        [
+            CILIUM_DIR / "cilium-agent",
+            f"--k8s-kubeconfig-path={KUBECONFIG}",
+            "--cni-chaining-mode=generic-veth",  # behind the bridge plugin, which wires the pods
+            "--ipam=delegated-plugin",  # the bridge's host-local hands out the addresses
+            "--local-router-ipv4=169.254.23.1",
+            "--routing-mode=native",
+            f"--ipv4-native-routing-cidr={POD_CIDR}",
+            "--enable-ipv4-masquerade=false",  # the bridge masquerades
+            "--enable-ipv6=false",
+            "--kube-proxy-replacement=false",  # kube-proxy serves Services
+            "--identity-allocation-mode=crd",  # no kvstore, no operator
+            "--enable-l7-proxy=false",  # no Envoy (C++, not built here)
+            "--enable-endpoint-health-checking=false",
+            f"--cgroup-root={CGROUP2}",
+            f"--bpf-root={BPFFS}",
+            f"--lib-dir={CILIUM_DIR}",  # its BPF sources, in bpf/
+            f"--state-dir={RUN}",
+        ],
+        env={"K8S_NODE_NAME": NODE, "PATH": f"{llvm}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+    )
+    # The host reaches pods from the node's IP, which Cilium knows as the host (as on a cluster,
+    # where the kubelet's probes come from a node IP), not from the bridge's gateway address,
+    # which is "world" to it: a policy with `from:` peers would drop the kubelet's probes.
+    # (Naming the bridge in --devices instead made the agent's programs on it drop pods'
+    # API replies for ~35 s at a time: 12 of 150 requests timed out.)
+    pod_route(node_ip())
+    wait_for("Cilium's agent ready (it compiles its BPF programs first)", agent_ok, 240, "cilium-agent", every=1)
+    say(f"cilium-agent ready: NetworkPolicies are enforced (Cilium {CILIUM_VERSION})")
+
+
+def clean_up() -> None:
+    """After the agent stopped: its BPF pins (a link pinned there keeps a program on the host's
+    interface), iptables chains and cilium_host/cilium_net, and its state."""
+    stop("cilium-agent", timeout=30)
+    for pinned in (BPFFS / "cilium", BPFFS / "tc"):
+        shutil.rmtree(pinned, ignore_errors=True)
+    for table in ("filter", "nat", "mangle", "raw"):
+        dump = sh("iptables-save", "-t", table, check=False).stdout.splitlines()
+        for rule in dump:  # jumps from the built-in chains into Cilium's
+            if rule.startswith("-A ") and "CILIUM" in rule and not rule.split()[1].startswith("CILIUM"):
+                sh("iptables", "-t", table, "-D", *shlex.split(rule[3:]), check=False)
+        chains = [line[1:].split()[0] for line in dump if line.startswith(":CILIUM")]
+        for chain in chains:
+            sh("iptables", "-t", table, "-F", chain, check=False)
+        for chain in chains:
+            sh("iptables", "-t", table, "-X", chain, check=False)
+    if sh("ip", "link", "show", "cilium_host", check=False).returncode == 0:
+        sh("ip", "link", "delete", "cilium_host", check=False)  # and its peer cilium_net
+    shutil.rmtree(RUN, ignore_errors=True)
+    if sh("ip", "link", "show", BRIDGE, check=False).returncode == 0:  # the bridge's own source again
+        pod_route(GATEWAY)

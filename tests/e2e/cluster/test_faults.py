@@ -1,0 +1,349 @@
+"""Faults on the real node: a task killed mid-run (ps, chief), an eviction, kube-apiserver down
+for a minute, a kubelet restart, a trainer over its memory limit.
+
+Each scenario is a row of README's lifecycle table ("Faults"): it says what happens, this file
+shows it. Each prints the figure it is about (seconds to recovery, the resumed epoch, failures
+counted against the backoff budget) and checks that nothing was lost: the run completes and
+its exported model is on the checkpoints volume.
+
+Killing a container's process (SIGKILL through containerd, as a crash or the kernel would) and
+stopping kube-apiserver or the kubelet need the node `make e2e` brings up here; against any
+other cluster these scenarios skip, saying so.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_cluster import (
+    EX,
+    INDEX,
+    KUBECONFIG,
+    all_complete,
+    epochs,
+    install,
+    log,
+    no_running_pods,
+    pods_of,
+    pv_path_of,
+    reported,
+    say,
+    servers_stopped_by_the_leader,
+    smoke,
+    wait,
+    wait_for_log,
+)
+
+from tf_cluster import kube, progress
+
+NODE_PKG = Path(__file__).with_name("node")
+sys.path.insert(0, str(NODE_PKG.parent))
+from node import config as node_config  # noqa: E402
+from node import proc as node_proc  # noqa: E402
+
+
+def on_the_harness_node() -> bool:
+    return bool(KUBECONFIG) and Path(KUBECONFIG).resolve() == node_config.KUBECONFIG.resolve()
+
+
+pytestmark = pytest.mark.skipif(
+    not on_the_harness_node(),
+    reason="injects node faults (SIGKILL through containerd, stopping kube-apiserver and the kubelet): "
+    "needs the node `make e2e` brings up here, not any cluster",
+)
+
+# The chief's budget is raised from the default 3 to 6 here: a replaced pod's first connections can
+# be dropped by the node's policy engine for a while (docs/network-policy-engine.md, "Open"), which
+# has cost the chief up to 3 failures where 1 is the rule. Each test prints the failures counted.
+PS_LONG = (*epochs(6, 30), "jobPolicies.chief.backoffLimitPerIndex=6")
+
+
+# ----------------------------------------------------------------- helpers
+def epoch_of(api, ns, pod: str) -> int:
+    return reported(api, ns, pod).progress.get("epoch", 0)
+
+
+def at_epoch(n: int):
+    return lambda text: progress.TaskProgress.of_log(text).progress.get("epoch", 0) >= n
+
+
+def kill_container(api, ns, pod_name: str) -> float:
+    """SIGKILL the pod's `tensorflow` container through containerd (a crash, or the kernel's
+    OOM killer): the pod fails with exit 137 and its Job decides what comes next."""
+    from kubernetes import client
+
+    pod = client.CoreV1Api(api).read_namespaced_pod(pod_name, ns)
+    (cid,) = [cs.container_id.split("://")[1] for cs in pod.status.container_statuses if cs.name == "tensorflow"]
+    node_proc.ctr("tasks", "kill", "-s", "SIGKILL", cid)
+    say(f"SIGKILLed the tensorflow container of {pod_name}")
+    return time.time()
+
+
+def tries(api, ns, role: str, index: str = "0"):
+    """Every pod of one task (Job index), oldest first."""
+    return sorted(
+        (p for p in pods_of(api, ns, f"-{role}-") if p.metadata.labels[INDEX] == index),
+        key=lambda p: p.metadata.creation_timestamp,
+    )
+
+
+def node_fault(*argv: str) -> tuple[float, float, str]:
+    """Run `node restart ...`; returns (wall-clock start, end, its output)."""
+    t0 = time.time()
+    r = subprocess.run([sys.executable, str(NODE_PKG), *argv], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    say(f"node {' '.join(argv)}: {r.stdout.strip().splitlines()[-1]}")
+    return t0, time.time(), r.stdout
+
+
+def progress_times(api, ns, pod: str) -> list[tuple[float, int]]:
+    """(wall-clock time, epoch) of each progress report in the pod's log (the kubelet's timestamps)."""
+    from kubernetes import client
+
+    text = client.CoreV1Api(api).read_namespaced_pod_log(pod, ns, timestamps=True)
+    out = []
+    for line in text.splitlines():
+        stamp, _, rest = line.partition(" ")
+        msg = progress.parse(rest)
+        if msg and msg.kind == "PROGRESS":
+            out.append((kube.kubelet_time(stamp), msg.data["epoch"]))
+    return out
+
+
+def epochs_between(api, ns, pod: str, down: float, up: float) -> list[int]:
+    """Epochs the pod reported while a component was down (a second's margin each side)."""
+    return [e for t, e in progress_times(api, ns, pod) if down + 1 < t < up - 1]
+
+
+def model_exported(api, ns, release: str) -> None:
+    model = pv_path_of(api, ns, f"{release}-tf-cluster-checkpoints") / "model"
+    assert (model / "saved_model.pb").is_file(), f"no model in {model.parent}: {sorted(model.parent.iterdir())}"
+
+
+def job_of(snap: kube.Snapshot, role: str):
+    (job,) = [j for name, j in snap.jobs.items() if f"-tf-cluster-{role}-" in name]
+    return job
+
+
+def budget(snap: kube.Snapshot, role: str) -> str:
+    job = job_of(snap, role)
+    limit = job.spec.backoff_limit_per_index
+    return f"{role}: {job.status.failed or 0} failure(s) counted (backoffLimitPerIndex {limit})"
+
+
+# ----------------------------------------------------------------- a task killed mid-run
+def test_a_killed_ps_restarts_the_coordinator_which_resumes_from_its_checkpoint(api, ns):
+    """ParameterServer: the ps holds the variables; losing it fails the coordinator (the chief),
+    whose Job starts it again; it restores the last checkpoint into the new ps and goes on."""
+    install(ns, "psk", EX / "parameter-server.yaml", sets=PS_LONG)
+    chief = wait_for_log(api, ns, "psk", "-chief-", "0", at_epoch(2))
+    (ps,) = tries(api, ns, "ps")
+    at = epoch_of(api, ns, chief)
+    killed = kill_container(api, ns, ps.metadata.name)
+    snap = wait(api, ns, "psk")
+    all_complete(snap, api, ns, "psk")
+    ps_tries, chief_tries = tries(api, ns, "ps"), tries(api, ns, "chief")
+    assert kube.exit_code(ps_tries[0]) == 137 and len(ps_tries) == 2, [kube.termination(p) for p in ps_tries]
+    assert len(chief_tries) >= 2 and kube.exit_code(chief_tries[0]) != 0, "the coordinator failed with its ps"
+    last = chief_tries[-1].metadata.name
+    resumed = reported(api, ns, last).resumed_at()
+    assert resumed and resumed[-1] >= 2, log(api, ns, last)[-3000:]
+    assert epoch_of(api, ns, last) == 6
+    first_step = progress_times(api, ns, last)[0][0]
+    model_exported(api, ns, "psk")
+    no_running_pods(api, ns)
+    say(
+        f"ps killed at chief epoch {at}/6; the chief failed (exit {kube.exit_code(chief_tries[0])}), came back and "
+        f"resumed after epoch {resumed[-1]}; {first_step - killed:.0f}s from the kill to its next epoch; "
+        f"{budget(snap, 'chief')}; {budget(snap, 'ps')}"
+    )
+
+
+@pytest.mark.parametrize("strategy", ["parameterServer", "multiWorkerMirrored"])
+def test_a_killed_chief_resumes_from_its_checkpoint_and_the_others_still_stop(api, ns, strategy):
+    """The chief's Job starts it again; it resumes after its last checkpoint. ParameterServer:
+    the ps, workers and evaluator keep serving through it and still stop by themselves once the
+    chief's Job is Complete. MultiWorkerMirrored with a chief: the worker's collectives fail
+    with it, so both restart and both resume from the backup."""
+    if strategy == "parameterServer":
+        install(ns, "ck", EX / "parameter-server-evaluator.yaml", sets=PS_LONG)
+    else:
+        install(
+            ns,
+            "ck",
+            EX / "mwms-cpu.yaml",
+            sets=("roles.chief.replicas=1", "roles.worker.replicas=1", *epochs(6, 150)),
+        )
+    total = 6
+    chief = wait_for_log(api, ns, "ck", "-chief-", "0", at_epoch(2))
+    at = epoch_of(api, ns, chief)
+    killed = kill_container(api, ns, chief)
+    snap = wait(api, ns, "ck")
+    all_complete(snap, api, ns, "ck")
+    chief_tries = tries(api, ns, "chief")
+    assert kube.exit_code(chief_tries[0]) == 137 and len(chief_tries) >= 2, [p.metadata.name for p in chief_tries]
+    last = chief_tries[-1].metadata.name
+    resumed = reported(api, ns, last).resumed_at()
+    assert resumed and resumed[-1] >= 2, log(api, ns, last)[-3000:]
+    assert epoch_of(api, ns, last) == total
+    recovered = progress_times(api, ns, last)[0][0] - killed
+    model_exported(api, ns, "ck")
+    if kube.serves_gang_api(api):  # the replacement joined the running gang (minCount met): placed alone
+        from kubernetes import client
+
+        group = chief_tries[-1].spec.scheduling_group
+        assert group is not None, "a replacement joins its run's PodGroup"
+        mode = client.SchedulingV1beta1Api(api).read_namespaced_pod_group(group.pod_group_name, ns).spec.disruption_mode
+        assert (mode.all if strategy == "multiWorkerMirrored" else mode.single) is not None, mode
+    if strategy == "parameterServer":
+        for role in ("ps", "worker", "evaluator"):  # served through the chief's restart: never replaced
+            assert (job_of(snap, role).status.failed or 0) == 0, role
+        servers_stopped_by_the_leader(api, ns, "ck", snap)
+    else:
+        worker = tries(api, ns, "worker")
+        w_resumed = reported(api, ns, worker[-1].metadata.name).resumed_at()
+        say(f"worker 0: {len(worker)} pod(s), last resumed at {w_resumed}")
+        assert epoch_of(api, ns, worker[-1].metadata.name) == total
+    no_running_pods(api, ns)
+    say(
+        f"{strategy}: chief killed at epoch {at}/{total}, resumed after epoch {resumed[-1]}, "
+        f"{recovered:.0f}s from the kill to its next epoch; {budget(snap, 'chief')}"
+    )
+
+
+# ----------------------------------------------------------------- eviction
+def test_an_evicted_pod_is_replaced_without_using_the_backoff_budget(api, ns):
+    """The Eviction API (a node drain, `kubectl drain`) marks the pod DisruptionTarget; the chart's
+    podFailurePolicy ignores such failures, so the replacement starts with its budget whole."""
+    from kubernetes import client
+
+    # long enough (~3 s an epoch here, ~15 s for the replacement to start) that the replacement
+    # joins while the others still run; one that came after the run's end would be removed
+    install(
+        ns,
+        "ev",
+        EX / "parameter-server.yaml",
+        sets=epochs(16, 150),
+    )
+    wait_for_log(api, ns, "ev", "-chief-", "0", at_epoch(2))
+    (victim,) = tries(api, ns, "worker", "1")
+    t0 = time.time()
+    client.CoreV1Api(api).create_namespaced_pod_eviction(
+        victim.metadata.name,
+        ns,
+        client.V1Eviction(metadata=client.V1ObjectMeta(name=victim.metadata.name, namespace=ns)),
+    )
+    say(f"evicted {victim.metadata.name} through the Eviction API")
+    marked = None  # the evicted pod's DisruptionTarget condition, read before the pod is gone
+    deadline = time.monotonic() + 60
+    while marked is None and time.monotonic() < deadline:
+        try:
+            pod = client.CoreV1Api(api).read_namespaced_pod(victim.metadata.name, ns)
+        except client.ApiException as e:
+            assert e.status == 404, e
+            break
+        marked = next((c for c in pod.status.conditions or [] if c.type == "DisruptionTarget"), None)
+        time.sleep(0.5)
+    assert marked is not None and marked.status == "True", "the evicted pod was marked DisruptionTarget"
+    # Seen while it runs: once the chief's Job completes, the worker Job (done when one worker was
+    # stopped by that, successPolicy) removes a worker still running, so it may be gone afterwards.
+    replacement = None
+    while replacement is None and time.monotonic() < deadline + 120:
+        for p in tries(api, ns, "worker", "1"):
+            if p.metadata.name != victim.metadata.name and p.status.phase == "Running":
+                if "serving worker:1" in log(api, ns, p.metadata.name):
+                    replacement = p
+        time.sleep(1)
+    assert replacement is not None, "no worker 1 rejoined the cluster:\n" + kube.diagnostics(api, ns, "ev")
+    started = replacement.status.start_time.timestamp() - t0
+    notes = replacement.metadata.annotations or {}
+    assert notes.get("batch.kubernetes.io/job-index-failure-count") == "0", notes
+    assert notes.get("batch.kubernetes.io/job-index-ignored-failure-count") == "1", notes
+    snap = wait(api, ns, "ev")
+    all_complete(snap, api, ns, "ev")
+    assert (job_of(snap, "worker").status.failed or 0) == 0
+    model_exported(api, ns, "ev")
+    no_running_pods(api, ns)
+    say(
+        f"evicted worker 1 ({marked.reason}); its replacement started {started:.0f}s later "
+        f"with annotations failure-count 0, ignored-failure-count 1; {budget(snap, 'worker')}"
+    )
+
+
+# ----------------------------------------------------------------- the control plane and the node agent
+def test_training_goes_on_while_kube_apiserver_is_down_for_60s(api, ns):
+    """ParameterServer: the ps and workers' launchers poll the chief's Job through the API. With
+    the API gone for a minute they retry; nothing stops, nothing restarts, training goes on, and
+    the run completes once the API is back."""
+    install(
+        ns,
+        "api",
+        EX / "parameter-server.yaml",
+        sets=epochs(24, 100),
+    )
+    chief = wait_for_log(api, ns, "api", "-chief-", "0", at_epoch(1))
+    down, up, _ = node_fault("restart", "kube-apiserver", "--down", "60")
+    snap = wait(api, ns, "api")
+    all_complete(snap, api, ns, "api")
+    during = epochs_between(api, ns, chief, down, up)
+    assert len(during) >= 2, f"the chief reported no epoch while the API was down: {progress_times(api, ns, chief)}"
+    assert epoch_of(api, ns, chief) == 24
+    for role, n in (("chief", 1), ("ps", 1), ("worker", 2)):  # no pod stopped, failed or was replaced
+        assert len(pods_of(api, ns, f"-{role}-")) <= n, (role, [p.metadata.name for p in pods_of(api, ns, f"-{role}-")])
+        assert (job_of(snap, role).status.failed or 0) == 0, role
+    retried = [p.metadata.name for p in pods_of(api, ns, "-worker-") + pods_of(api, ns, "-ps-")]
+    retried = [n for n in retried if "retrying" in log(api, ns, n)]
+    assert retried, "no launcher noticed the outage (expected 'cannot read Job ... retrying')"
+    model_exported(api, ns, "api")
+    no_running_pods(api, ns)
+    say(
+        f"kube-apiserver down {up - down:.0f}s (60 s + start): the chief trained epochs {during[0]}-{during[-1]} "
+        f"meanwhile; {len(retried)} launcher(s) retried their Job reads and kept serving; 0 pods restarted"
+    )
+
+
+def test_pods_keep_running_through_a_kubelet_restart(api, ns):
+    install(
+        ns,
+        "kl",
+        EX / "mwms-cpu.yaml",
+        sets=epochs(8, 150),
+    )
+    w0 = wait_for_log(api, ns, "kl", "-worker-", "0", at_epoch(1))
+    before = {p.metadata.name: p.metadata.uid for p in pods_of(api, ns, "-worker-")}
+    down, up, _ = node_fault("restart", "kubelet", "--down", "10")
+    snap = wait(api, ns, "kl")
+    all_complete(snap, api, ns, "kl")
+    after = pods_of(api, ns, "-worker-")
+    assert {p.metadata.name: p.metadata.uid for p in after} == before, "the same pods ran on"
+    assert all(cs.restart_count == 0 for p in after for cs in p.status.container_statuses)
+    during = epochs_between(api, ns, w0, down, up)
+    assert during, f"no epoch while the kubelet was down: {progress_times(api, ns, w0)}"
+    assert epoch_of(api, ns, w0) == 8
+    model_exported(api, ns, "kl")
+    no_running_pods(api, ns)
+    say(f"kubelet down and back in {up - down:.0f}s (node Ready again); epochs {during} trained meanwhile; 0 restarts")
+
+
+# ----------------------------------------------------------------- a trainer over its memory limit
+def test_a_trainer_over_its_memory_limit_is_retried_and_smoke_says_oomkilled(ns, api, tmp_path):
+    hog = tmp_path / "hog.py"
+    hog.write_text("print('loading the whole dataset into memory', flush=True)\nblob = b'x' * (1 << 30)\n")
+    r = smoke(
+        ns,
+        "oom",
+        *("-f", EX / "mwms-cpu.yaml", "--script", hog, "--timeout", "300"),
+        *("--set", "roles.worker.replicas=1", "--set", "roles.worker.resources.limits.memory=256Mi"),
+        *("--set", "job.backoffLimitPerIndex=1", "--set", "storage.checkpoints.type=emptyDir"),
+    )
+    out = r.stdout + r.stderr
+    print(out[-3000:])
+    assert r.returncode != 0, out[-3000:]
+    pods = tries(api, ns, "worker")
+    assert len(pods) == 2 and all(kube.exit_code(p) == 137 for p in pods), [kube.termination(p) for p in pods]
+    assert "exit 137 (OOMKilled)" in out and "roles.worker.resources.limits.memory" in out, out[-3000:]
+    say(f"OOMKilled twice (backoffLimitPerIndex 1), smoke exit {r.returncode}: {kube.termination(pods[-1])}")
