@@ -17,25 +17,30 @@ pytestmark = pytest.mark.skipif(
     bool(sandbox_problem()), reason=f"this machine refuses the namespaces run-local isolates with: {sandbox_problem()}"
 )
 
-# Each task writes its own name to /tmp/x, waits for the other to do the same, and reads its own
-# back; then reports what the pod looks like. No TensorFlow: the cluster's shape is what matters.
+# Each task writes its own name to /tmp/x, then marks itself on the shared claim and waits until
+# the other has done the same (a handshake, not a sleep: however late the second task starts, both
+# have written before either reads), and reads its own back; then reports what the pod looks like.
+# No TensorFlow: the cluster's shape is what matters.
 PROGRAM = textwrap.dedent(
     """
     import json, os, socket, sys, time
     x = os.path.join("/", "tmp", "x")  # not spelled out: --no-isolation rewrites paths it sees in argv
+    me = "%s-%d" % (socket.gethostname(), os.getpid())  # unique with or without isolation
     seen_before = os.path.exists(x)
     with open(x, "w") as f:
-        f.write(socket.gethostname())
-    time.sleep(3)
-    mine = open(x).read() == socket.gethostname()
+        f.write(me)
+    open("/mnt/checkpoints/" + me, "w").close()
+    deadline = time.time() + 60
+    while len(os.listdir("/mnt/checkpoints")) < 2 and time.time() < deadline:
+        time.sleep(0.2)
+    mine = open(x).read() == me
     try:
         open(sys.argv[1], "w").close()
         root_writable = True
     except OSError:
         root_writable = False
-    open("/mnt/checkpoints/" + socket.gethostname(), "w").close()
     print("FACTS " + json.dumps({
-        "seen_before": seen_before, "mine": mine, "root_writable": root_writable, "cwd": os.getcwd(),
+        "me": me, "seen_before": seen_before, "mine": mine, "root_writable": root_writable, "cwd": os.getcwd(),
         "pid": os.getpid(), "hostname": socket.gethostname(), "home": os.environ.get("HOME"),
         "shared": sorted(os.listdir("/mnt/checkpoints")),
     }), flush=True)
@@ -85,11 +90,11 @@ def test_two_tasks_writing_the_same_tmp_path_do_not_see_each_others_file(tmp_pat
         assert f["cwd"] == "/tmp" and f["home"] == "/tmp"  # the image's WORKDIR and its user's home
         assert f["pid"] < 10  # its own PID namespace, where the launcher is PID 1
         assert f["hostname"] == t.pod.hostname  # <job>-<index>, as an Indexed Job's pod
-        assert t.pod.hostname in f["shared"]  # the claim is shared: its own file is there
+        assert f["me"] in f["shared"] and f["me"].startswith(t.pod.hostname)  # the claim is shared: its own file
     # on this machine: one /tmp/x per pod, each with its own writer
     for name in ("worker-0", "worker-1"):
         x = tmp_path / "run" / "pods" / name / "tmp" / "x"
-        assert x.read_text() == facts[name]["hostname"]
+        assert x.read_text() == facts[name]["me"]
     # the shared claim holds both tasks' files
     claims = list((tmp_path / "run" / "volumes").iterdir())
     assert len(claims) == 1 and len(list(claims[0].iterdir())) == 2
@@ -103,10 +108,12 @@ def test_without_isolation_the_same_tasks_share_tmp(tmp_path):
     r, report, facts = two_tasks(tmp_path, isolate=False)
     try:
         assert not report.ok
-        assert any(f["seen_before"] or not f["mine"] for f in facts.values()) or len(facts) < 2
+        assert set(facts) == {"worker-0", "worker-1"}, "both tasks report"
+        # both wrote before either read (the handshake): the later writer's name is in the one /tmp/x
+        assert sorted(f["mine"] for f in facts.values()) == [False, True], facts
     finally:
         (ROOT / "written-by-a-task").unlink(missing_ok=True)
-        if os.path.exists("/tmp/x"):
+        if os.path.isfile("/tmp/x"):  # what the tasks wrote (a directory there is not theirs)
             os.unlink("/tmp/x")
 
 
