@@ -56,3 +56,28 @@ def ns(kube_cluster, request):
     core = client.CoreV1Api(kube.client_for(KUBECONFIG))
     core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
     core.delete_namespace(name)
+
+
+@pytest.fixture(autouse=True)
+def packets_dropped_by_the_policy_engine():
+    """On the harness node with Cilium: after each test, the packets the datapath dropped during it,
+    by reason (cilium_drop_count_total), so a timeout can be told from a policy drop in CI's log;
+    each dropped packet is in the agent's drop log (node/policy.py, DROP_LOG)."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from node import config as node_config
+    from node import policy
+
+    on_node = bool(KUBECONFIG) and Path(KUBECONFIG).resolve() == node_config.KUBECONFIG.resolve()
+    try:
+        before = policy.drops() if on_node and node_config.POLICY_ENGINE == "cilium" else None
+    except OSError:
+        before = None  # the agent is not up (a node without it): nothing to count
+    yield
+    if before is None:
+        return
+    after = policy.drops()
+    delta = {k: v - before.get(k, 0) for k, v in after.items() if v - before.get(k, 0)}
+    text = ", ".join(f"{int(n)} ({k})" for k, n in sorted(delta.items())) or "none"
+    print(f"\n[e2e] packets Cilium dropped during the test: {text}", flush=True)

@@ -17,6 +17,7 @@ BIN = Path(os.environ.get("TF_CLUSTER_E2E_BIN") or CACHE / f"k8s-{K8S_VERSION}")
 STATE = Path(os.environ.get("TF_CLUSTER_NODE_DIR", "/var/lib/tf-cluster-node"))
 NODE = "tf-cluster-node"
 BRIDGE, POD_CIDR, GATEWAY = "tfc0", "10.244.0.0/24", "10.244.0.1"
+BRIDGE_MAC = "02:42:0a:f4:00:01"  # locally administered, from the gateway address; see runtime.ensure_network
 SVC_CIDR, API_SVC_IP = "10.96.0.0/16", "10.96.0.1"
 ETCD_PORT, ETCD_PEER, API_PORT = 32379, 32380, 6443
 CNI_BIN = next(

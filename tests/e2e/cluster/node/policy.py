@@ -24,6 +24,8 @@ SOCK = RUN / "cilium.sock"
 BPFFS = Path("/sys/fs/bpf")
 CGROUP2 = next(p for p in (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup")) if (p / "cgroup.procs").exists())
 LLVM = {"clang": "clang-19", "llc": "llc-19", "llvm-objcopy": "llvm-objcopy-19"}
+METRICS_PORT = 9962  # the agent's Prometheus metrics (its default port)
+DROP_LOG = STATE.parent / f"{STATE.name}-cilium-drops.jsonl"  # beside the node's state: kept by `down`
 
 
 class _UnixHTTP(http.client.HTTPConnection):
@@ -42,6 +44,20 @@ def agent_status() -> dict:
 
 def agent_ok() -> bool:
     return agent_status().get("cilium", {}).get("state") == "Ok"
+
+
+def drops() -> dict[str, float]:
+    """Packets the datapath dropped so far, by "reason, direction" (cilium_drop_count_total)."""
+    import re
+    import urllib.request
+
+    text = urllib.request.urlopen(f"http://127.0.0.1:{METRICS_PORT}/metrics", timeout=5).read().decode()
+    out: dict[str, float] = {}
+    for m in re.finditer(r"^cilium_drop_count_total\{([^}]*)\} (\S+)$", text, re.M):
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        key = f"{labels.get('reason')}, {labels.get('direction')}"
+        out[key] = out.get(key, 0) + float(m.group(2))
+    return out
 
 
 def pod_route(source: str) -> None:
@@ -63,6 +79,8 @@ def up_policy_engine() -> None:
         link.unlink(missing_ok=True)
         link.symlink_to(found)
     kubectl("apply", "--server-side", "--force-conflicts", "-f", CILIUM_DIR / "crds")
+    for old in DROP_LOG.parent.glob(f"{DROP_LOG.stem}*"):  # this node's drops only (and rotated ones)
+        old.unlink()
     start(
         "cilium-agent",
         [
@@ -83,6 +101,11 @@ def up_policy_engine() -> None:
             f"--bpf-root={BPFFS}",
             f"--lib-dir={CILIUM_DIR}",  # its BPF sources, in bpf/
             f"--state-dir={RUN}",
+            f"--prometheus-serve-addr=127.0.0.1:{METRICS_PORT}",  # drops by reason: drops()
+            # every dropped packet (source, destination, identities, reason) to a log that `down` keeps
+            "--enable-hubble=true",
+            f"--hubble-export-file-path={DROP_LOG}",
+            '--hubble-export-allowlist={"verdict":["DROPPED"]}',
         ],
         env={"K8S_NODE_NAME": NODE, "PATH": f"{llvm}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
     )

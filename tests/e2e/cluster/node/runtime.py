@@ -11,6 +11,7 @@ from pathlib import Path
 from .config import (
     BIN,
     BRIDGE,
+    BRIDGE_MAC,
     CILIUM_DIR,
     CNI_BIN,
     CNI_BIN_DIR,
@@ -58,6 +59,12 @@ def ensure_network() -> None:
         sh("ip", "link", "add", BRIDGE, "type", "bridge")
     if GATEWAY not in sh("ip", "-4", "addr", "show", BRIDGE).stdout:
         sh("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
+    # A fixed MAC: a bridge without one takes the lowest MAC of its ports, so a pod's veth coming
+    # or going could change the gateway's MAC under the other pods, whose ARP entries then name
+    # the old one: their frames to the gateway (DNS, the API server) were flooded to the other
+    # pods and lost until the entries went stale (API reads timing out for up to ~2 min after a
+    # pod was replaced; Cilium counted the flooded copies as "Policy denied" at the other pods).
+    sh("ip", "link", "set", BRIDGE, "address", BRIDGE_MAC)
     sh("ip", "link", "set", BRIDGE, "up")
     # one plugin directory for containerd: Debian's plugins and, with the policy engine, Cilium's
     CNI_BIN_DIR.mkdir(parents=True, exist_ok=True)
