@@ -56,8 +56,6 @@ pytestmark = pytest.mark.skipif(
     "needs the node `make e2e` brings up here, not any cluster",
 )
 
-PS_LONG = epochs(6, 30)
-
 
 # ----------------------------------------------------------------- helpers
 def epoch_of(api, ns, pod: str) -> int:
@@ -136,10 +134,10 @@ def budget(snap: kube.Snapshot, role: str) -> str:
 def test_a_killed_ps_restarts_the_coordinator_which_resumes_from_its_checkpoint(api, ns):
     """ParameterServer: the ps holds the variables; losing it fails the coordinator (the chief),
     whose Job starts it again; it restores the last checkpoint into the new ps and goes on."""
-    # 12 epochs: without network hiccups an epoch of 30 steps takes about a second, and the kill
-    # must land before the last checkpoint (a restart after it has nothing to resume)
+    # 12 epochs of 60 steps (an epoch of 30 took about a second, and the poll lag before the kill
+    # was up to 7 epochs): the kill must land before the last checkpoint, or nothing is resumed
     total = 12
-    install(ns, "psk", EX / "parameter-server.yaml", sets=epochs(total, 30))
+    install(ns, "psk", EX / "parameter-server.yaml", sets=epochs(total, 60))
     chief = wait_for_log(api, ns, "psk", "-chief-", "0", at_epoch(2))
     (ps,) = tries(api, ns, "ps")
     killed = kill_container(api, ns, ps.metadata.name)
@@ -170,19 +168,21 @@ def test_a_killed_chief_resumes_from_its_checkpoint_and_the_others_still_stop(ap
     the ps, workers and evaluator keep serving through it and still stop by themselves once the
     chief's Job is Complete. MultiWorkerMirrored with a chief: the worker's collectives fail
     with it, so both restart and both resume from the backup."""
-    if strategy == "parameterServer":
-        install(ns, "ck", EX / "parameter-server-evaluator.yaml", sets=PS_LONG)
+    if strategy == "parameterServer":  # 12 epochs of 60 steps: the kill lands well before the last checkpoint
+        total = 12
+        install(ns, "ck", EX / "parameter-server-evaluator.yaml", sets=epochs(total, 60))
     else:
+        total = 6
         install(
             ns,
             "ck",
             EX / "mwms-cpu.yaml",
-            sets=("roles.chief.replicas=1", "roles.worker.replicas=1", *epochs(6, 150)),
+            sets=("roles.chief.replicas=1", "roles.worker.replicas=1", *epochs(total, 150)),
         )
-    total = 6
     chief = wait_for_log(api, ns, "ck", "-chief-", "0", at_epoch(2))
-    at = epoch_of(api, ns, chief)
     killed = kill_container(api, ns, chief)
+    at = epoch_of(api, ns, chief)
+    assert at < total - 1, f"the chief was killed at epoch {at}/{total}: too late to show a resume"
     snap = wait(api, ns, "ck")
     all_complete(snap, api, ns, "ck")
     chief_tries = tries(api, ns, "chief")
