@@ -8,12 +8,17 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
 import pytest
 
 from tf_cluster import kube
+
+sys.path.insert(0, str(Path(__file__).parent))  # the node harness, tests/e2e/cluster/node
+from node import config as node_config  # noqa: E402
+from node import policy  # noqa: E402
 
 KUBECONFIG = os.environ.get("TF_CLUSTER_E2E_KUBECONFIG", "")
 
@@ -63,15 +68,9 @@ def packets_dropped_by_the_policy_engine():
     """On the harness node with Cilium: after each test, the packets the datapath dropped during it,
     by reason (cilium_drop_count_total), so a timeout can be told from a policy drop in CI's log;
     each dropped packet is in the agent's drop log (node/policy.py, DROP_LOG)."""
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).parent))
-    from node import config as node_config
-    from node import policy
-
-    on_node = bool(KUBECONFIG) and Path(KUBECONFIG).resolve() == node_config.KUBECONFIG.resolve()
     try:
-        before = policy.drops() if on_node and node_config.POLICY_ENGINE == "cilium" else None
+        on_node = node_config.is_this_node(KUBECONFIG) and node_config.POLICY_ENGINE == "cilium"
+        before = policy.drops() if on_node else None
     except OSError:
         before = None  # the agent is not up (a node without it): nothing to count
     yield

@@ -47,7 +47,7 @@ from node import proc as node_proc  # noqa: E402
 
 
 def on_the_harness_node() -> bool:
-    return bool(KUBECONFIG) and Path(KUBECONFIG).resolve() == node_config.KUBECONFIG.resolve()
+    return node_config.is_this_node(KUBECONFIG)
 
 
 pytestmark = pytest.mark.skipif(

@@ -53,3 +53,8 @@ pki, run, logs = STATE / "pki", STATE / "run", STATE / "logs"
 KUBECONFIG = STATE / "kubeconfig"
 SOCK = run / "containerd.sock"
 CNI_BIN_DIR = STATE / "cni" / "bin"  # Debian's plugins (linked) and cilium-cni
+
+
+def is_this_node(kubeconfig: str) -> bool:
+    """Does `kubeconfig` name the node this harness brings up (not some other cluster)?"""
+    return bool(kubeconfig) and Path(kubeconfig).resolve() == KUBECONFIG.resolve()
