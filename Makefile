@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 EXAMPLE ?= values-examples/mwms-cpu.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help setup check check-all test lint golden test-image image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench package publish release clean
+.PHONY: help setup check check-all test lint golden test-image image notebook-image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench package publish release clean
 .DEFAULT_GOAL := help
 
 help:  ## this list of targets
@@ -61,10 +61,10 @@ e2e-down:  ## stop the node, remove its pods and state (built binaries and impor
 e2e-status:  ## is the e2e node up, and what runs on it
 	$(NODE) status
 
-e2e: setup  ## build the trainer image and the node's binaries side by side, bring the node (+ Argo CD) up or reuse it, run the cluster and Argo CD scenarios, take it down unless KEEP=1
+e2e: setup  ## build the trainer and notebook images and the node's binaries side by side, bring the node (+ Argo CD) up or reuse it, run the cluster and Argo CD scenarios, take it down unless KEEP=1
 	@bash images/base/install-builder.sh  # its apt-get first: the node's build installs Debian packages too
 	@# the image build waits mostly on downloads, the node's Go builds on the CPU: both at once
-	@$(NODE) build & b=$$!; $(MAKE) --no-print-directory image; i=$$?; wait $$b; n=$$?; \
+	@$(NODE) build & b=$$!; $(MAKE) --no-print-directory notebook-image; i=$$?; wait $$b; n=$$?; \
 	  [ $$i = 0 ] || exit $$i; [ $$n = 0 ] || exit $$n
 	$(NODE) up && TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) \
 	  $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 -m "$(MARK)" $(PYTEST_ARGS); \
@@ -75,6 +75,9 @@ image: setup  ## build the CPU trainer image; without a registry, make the Debia
 	@bash images/base/install-builder.sh
 	@if [ "$(BASE)" = "localhost/tf-cluster-base:bookworm" ]; then bash images/base/make-base.sh podman $(BASE); fi
 	$(VENV)/bin/tf-cluster build --variant cpu --base $(BASE)
+
+notebook-image: image  ## the notebook image: the CPU trainer + JupyterLab + the example notebooks (images/notebooks/)
+	$(VENV)/bin/tf-cluster build --variant cpu --notebook --base $(BASE)
 
 test-image: image  ## run the example in containers from the built image
 	$(PY) -m pytest tests/image -rs $(PYTEST_ARGS)

@@ -36,7 +36,7 @@ class Context:
     path: Path
     digest: str
     repository: str
-    flavor: str = ""  # "-r<hash>" with extra requirements: another image, another tag
+    flavor: str = ""  # "-r<hash>" with extra requirements, "-notebook" with JupyterLab: another image, another tag
 
     @property
     def tag(self) -> str:
@@ -58,6 +58,7 @@ def render_dockerfile(
     extra_packages=(),
     ca_secret: bool = False,
     extra_requirements: bool = False,
+    notebook: bool = False,
 ) -> str:
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}: choose {', '.join(VARIANTS)}")
@@ -72,6 +73,7 @@ def render_dockerfile(
         ca_secret=ca_secret,
         extra_packages=list(extra_packages),
         extra_requirements=extra_requirements,
+        notebook=notebook,
         **VARIANTS[variant],
     )
 
@@ -94,20 +96,28 @@ def assemble(
     out: Path | None = None,
     ca_secret: bool = False,
     extra_requirements: Path | None = None,
+    notebook: bool = False,
 ) -> Context:
     """The build context; `extra_requirements` (a pip requirements file) adds a layer and a tag
-    suffix `-r<first 8 hex of its sha256>`."""
-    out = out or ROOT / "build" / "images" / variant
+    suffix `-r<first 8 hex of its sha256>`; `notebook` adds JupyterLab and the example notebooks
+    (images/notebooks/) and the suffix `-notebook` (the chart's notebook image)."""
+    out = out or ROOT / "build" / "images" / (variant + ("-notebook" if notebook else ""))
     if out.exists():
         shutil.rmtree(out)
     (out / "trainers").mkdir(parents=True)
-    dockerfile = render_dockerfile(variant, base, python, extra_packages, ca_secret, bool(extra_requirements))
+    dockerfile = render_dockerfile(
+        variant, base, python, extra_packages, ca_secret, bool(extra_requirements), notebook=notebook
+    )
     (out / "Dockerfile").write_text(dockerfile)
     flavor = ""
     if extra_requirements:
         text = extra_requirements.read_text()
         (out / "extra-requirements.txt").write_text(text)
         flavor = "-r" + hashlib.sha256(text.encode()).hexdigest()[:8]
+    if notebook:
+        flavor += "-notebook"
+        shutil.copytree(IMAGES / "notebooks", out / "notebooks")
+        shutil.copy2(CHART / "files" / "tf_cluster_notebook.py", out / "tf_cluster_notebook.py")
     (out / "requirements.txt").write_text(requirements(variant))
     (out / "constraints.txt").write_text(constraints())
     shutil.copy2(CHART / "files" / "launcher.py", out / "launcher.py")

@@ -382,6 +382,8 @@ RELEASE_KINDS = (
     "RoleBinding",
     "NetworkPolicy",
     "Deployment",
+    "Secret",
+    "Lease",
 )
 
 
@@ -403,6 +405,8 @@ def release_objects(api, namespace: str, release: str, *, count_terminating: boo
         "RoleBinding": rbac.list_namespaced_role_binding,
         "NetworkPolicy": client.NetworkingV1Api(api).list_namespaced_network_policy,
         "Deployment": client.AppsV1Api(api).list_namespaced_deployment,
+        "Secret": core.list_namespaced_secret,
+        "Lease": client.CoordinationV1Api(api).list_namespaced_lease,
     }
     sel = f"{INSTANCE}={release}"
     return sorted(

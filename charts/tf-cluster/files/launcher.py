@@ -20,10 +20,18 @@ Standard library only, so it runs in any image with Python 3.8+.
    evaluator) it polls the leading Job (chief, else worker) through the
    Kubernetes API with the pod's token; when that Job is Complete it stops the
    child and exits 0, when it Failed it stops the child and exits 3.
+   With an interactive coordinator (the chart's notebook.coordinator) there is no
+   chief Job: the notebook kernel is the chief and renews a Lease of the chief Job's
+   name (TF_CLUSTER_LEADER_LEASE) while it lives. The task stops (exit 0) when the
+   kernel marks the Lease done, or when it has not renewed it for
+   TF_CLUSTER_HEARTBEAT_TIMEOUT seconds (TF_CLUSTER_START_TIMEOUT from this task's
+   start while no kernel has renewed it since): a dead kernel never leaves servers
+   running forever.
 
 Exit codes:
     0     the command succeeded, or the leading Job completed and the child was stopped
-          (or had completed before this task started: a late replacement exits at once)
+          (or had completed before this task started: a late replacement exits at once),
+          or the interactive coordinator said done or went silent (its Lease)
     3     the leading Job failed; this task was stopped (fails this Job at once)
     4     peers did not resolve within TF_CLUSTER_PEER_TIMEOUT (fails this Job at once)
     5     the launcher was misconfigured (no command, unreadable TF_CONFIG)
@@ -32,7 +40,8 @@ Exit codes:
 Environment (set by the chart): TF_CONFIG, TF_CLUSTER_ROLE, TF_TASK_INDEX,
 TF_CLUSTER_NAMESPACE, TF_CLUSTER_LEADER_JOB, TF_CLUSTER_STOP_WITH_LEADER,
 TF_CLUSTER_WAIT_FOR_PEERS, TF_CLUSTER_PEER_TIMEOUT, TF_CLUSTER_POLL_SECONDS,
-TF_CLUSTER_STOP_GRACE. When TF_NUM_INTRAOP_THREADS is set (the chart derives it
+TF_CLUSTER_STOP_GRACE; with an interactive coordinator TF_CLUSTER_LEADER_LEASE,
+TF_CLUSTER_START_TIMEOUT, TF_CLUSTER_HEARTBEAT_TIMEOUT. When TF_NUM_INTRAOP_THREADS is set (the chart derives it
 from the CPU limit) and TF_NUM_INTEROP_THREADS is not, the child gets
 TF_NUM_INTEROP_THREADS=max(2, intra-op). For runs outside Kubernetes (tf-cluster run-local),
 TF_CLUSTER_LEADER_STATUS_FILE replaces the API: a file holding the leading
@@ -57,6 +66,9 @@ EXIT_CONFIG = 5
 SA_DIR = os.environ.get("TF_CLUSTER_SA_DIR", "/var/run/secrets/kubernetes.io/serviceaccount")
 SUCCESS = ("Complete", "SuccessCriteriaMet")
 FAILURE = ("Failed", "FailureTarget")
+ABANDONED = "Abandoned"  # an interactive coordinator stopped renewing its Lease (kernel gone)
+DONE_ANNOTATION = "tf-cluster.io/done"  # set on the coordinator's Lease by session.done()
+STARTED = time.time()  # wall clock: compared with the Lease's renewTime
 
 
 def env(name, default=""):
@@ -129,8 +141,8 @@ def wait_for_peers(hosts, timeout, interval=5.0, give_up=None):
 
 # ------------------------------------------------------------ leader status
 
-def leader_condition_from_api(namespace, job):
-    """The leading Job's finished condition type ("Complete", "Failed", ...) or ""."""
+def api(path, method="GET", body=None, content_type="application/merge-patch+json"):
+    """One Kubernetes API call with the pod's service account token; the decoded JSON answer."""
     host, port = env("KUBERNETES_SERVICE_HOST"), env("KUBERNETES_SERVICE_PORT", "443")
     if not host:
         raise ConfigError("not in a Kubernetes pod (KUBERNETES_SERVICE_HOST unset) and "
@@ -140,12 +152,77 @@ def leader_condition_from_api(namespace, job):
     with open(os.path.join(SA_DIR, "token")) as f:
         token = f.read().strip()
     ctx = ssl.create_default_context(cafile=os.path.join(SA_DIR, "ca.crt"))
-    url = "https://%s:%s/apis/batch/v1/namespaces/%s/jobs/%s" % (host, port, namespace, job)
-    req = urllib.request.Request(url, headers={"Authorization": "Bearer " + token,
-                                               "Accept": "application/json"})
+    headers = {"Authorization": "Bearer " + token, "Accept": "application/json"}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = content_type
+    req = urllib.request.Request("https://%s:%s%s" % (host, port, path), data=data, headers=headers,
+                                 method=method)
     with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
-        status = json.load(resp).get("status", {})
+        return json.load(resp)
+
+
+def leader_condition_from_api(namespace, job):
+    """The leading Job's finished condition type ("Complete", "Failed", ...) or ""."""
+    status = api("/apis/batch/v1/namespaces/%s/jobs/%s" % (namespace, job)).get("status", {})
     return condition_of(status)
+
+
+def parse_time(text):
+    """An RFC 3339 time of the API (renewTime: 2026-11-24T10:00:00.123456Z) as epoch seconds."""
+    if not text:
+        return None
+    import calendar
+    base, _, frac = text.rstrip("Z").partition(".")
+    try:
+        seconds = calendar.timegm(time.strptime(base, "%Y-%m-%dT%H:%M:%S"))
+    except ValueError:
+        return None
+    return seconds + (float("0." + frac) if frac.isdigit() else 0.0)
+
+
+def lease_condition(lease, started, now, start_timeout, heartbeat_timeout):
+    """What an interactive coordinator's Lease says to a server started at `started`:
+    "Complete" once the kernel marked it done, ABANDONED when no kernel renewed it for
+    heartbeat_timeout seconds (start_timeout from `started` while none has since), else ""."""
+    meta = (lease or {}).get("metadata") or {}
+    if (meta.get("annotations") or {}).get(DONE_ANNOTATION):
+        return "Complete"
+    renewed = parse_time(((lease or {}).get("spec") or {}).get("renewTime"))
+    if renewed is not None and renewed >= started:
+        return ABANDONED if now - renewed > heartbeat_timeout else ""
+    if renewed is not None and now - renewed <= heartbeat_timeout:
+        return ""  # a kernel renewed it shortly before this task started: it is alive
+    return ABANDONED if now - started > start_timeout else ""
+
+
+def lease_silence(lease, started, now):
+    """Seconds since the kernel's last renewal (or since this task started), for the log."""
+    renewed = parse_time(((lease or {}).get("spec") or {}).get("renewTime"))
+    return now - max(renewed or started, started)
+
+
+def leader_condition_from_lease(namespace, name):
+    try:
+        lease = api("/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s" % (namespace, name))
+    except urllib.error.HTTPError as e:
+        if e.code != 404:
+            raise
+        lease = None  # not created yet: no kernel has connected
+    start_timeout = float(env("TF_CLUSTER_START_TIMEOUT", "3600"))
+    heartbeat_timeout = float(env("TF_CLUSTER_HEARTBEAT_TIMEOUT", "300"))
+    cond = lease_condition(lease, STARTED, time.time(), start_timeout, heartbeat_timeout)
+    if cond == ABANDONED:
+        renewed = parse_time(((lease or {}).get("spec") or {}).get("renewTime"))
+        if renewed is not None and renewed >= STARTED:
+            log("the notebook kernel (the coordinator) has not renewed Lease %s for %.0fs (limit %.0fs): "
+                "it died, was culled or restarted without reconnecting" % (name, time.time() - renewed,
+                                                                           heartbeat_timeout))
+        else:
+            log("no notebook kernel connected as coordinator (Lease %s) within %.0fs of this task's start"
+                % (name, start_timeout))
+    return cond
 
 
 def condition_of(status):
@@ -168,8 +245,17 @@ def leader_condition():
                 return f.read().strip()
         except OSError:
             return ""
+    if env("TF_CLUSTER_LEADER_LEASE"):
+        return leader_condition_from_lease(env("TF_CLUSTER_NAMESPACE", "default"), env("TF_CLUSTER_LEADER_LEASE"))
     return leader_condition_from_api(env("TF_CLUSTER_NAMESPACE", "default"),
                                      env("TF_CLUSTER_LEADER_JOB"))
+
+
+def leader_name():
+    """What this task watches, for the log: the leading Job, or the interactive coordinator's Lease."""
+    if env("TF_CLUSTER_LEADER_LEASE"):
+        return "the notebook coordinator (Lease %s)" % env("TF_CLUSTER_LEADER_LEASE")
+    return "Job %s" % (env("TF_CLUSTER_LEADER_JOB") or "leader")
 
 
 def leader_condition_or_empty():
@@ -181,8 +267,13 @@ def leader_condition_or_empty():
 
 
 def watch_leader(poll, on_finished, stop_event):
-    job = env("TF_CLUSTER_LEADER_JOB") or "leader"
-    log("will stop when Job %s finishes (checked every %ss)" % (job, poll))
+    job = leader_name()
+    if env("TF_CLUSTER_LEADER_LEASE"):
+        log("will stop when %s says done, or after %ss without its heartbeat (%ss until a kernel first "
+            "connects); checked every %ss" % (job, env("TF_CLUSTER_HEARTBEAT_TIMEOUT", "300"),
+                                              env("TF_CLUSTER_START_TIMEOUT", "3600"), poll))
+    else:
+        log("will stop when %s finishes (checked every %ss)" % (job, poll))
     errors = 0
     while not stop_event.wait(poll):
         try:
@@ -191,10 +282,10 @@ def watch_leader(poll, on_finished, stop_event):
         except (urllib.error.URLError, OSError, ValueError) as e:
             errors += 1
             if errors == 1 or errors % 12 == 0:
-                log("cannot read Job %s yet (%s); retrying" % (job, e))
+                log("cannot read %s yet (%s); retrying" % (job, e))
             continue
         if cond:
-            log("Job %s is %s" % (job, cond))
+            log("%s is %s" % (job, cond))
             on_finished(cond)
             return
 
@@ -268,8 +359,8 @@ def run(argv):
         return bool(finished)
 
     def finished_exit():
-        log("Job %s is already %s; nothing to do" % (env("TF_CLUSTER_LEADER_JOB") or "leader", finished["leader"]))
-        return 0 if finished["leader"] == "Complete" else EXIT_LEADER_FAILED
+        log("%s is already %s; nothing to do" % (leader_name(), finished["leader"]))
+        return EXIT_LEADER_FAILED if finished["leader"] == "Failed" else 0
 
     if leader_finished():
         return finished_exit()
@@ -336,7 +427,11 @@ def run(argv):
     stop_event.set()
     echo.join(5)
     if outcome.get("leader") == "Complete":
-        log("leading Job completed; task stopped (exit 0)")
+        log("%s is done; task stopped (exit 0)" % leader_name())
+        return 0
+    if outcome.get("leader") == ABANDONED:
+        log("%s is gone; task stopped (exit 0): reinstall or upgrade the release (a new run) to serve "
+            "a new session" % leader_name())
         return 0
     if outcome.get("leader") == "Failed":
         log("leading Job failed; task stopped (exit %d)" % EXIT_LEADER_FAILED)
@@ -346,7 +441,7 @@ def run(argv):
         # Job controller ending this (finished) Job's other tasks, not a failure.
         cond = leader_condition_or_empty()
         if cond in SUCCESS:
-            log("Job %s is %s; task stopped (exit 0)" % (env("TF_CLUSTER_LEADER_JOB") or "leader", cond))
+            log("%s is %s; task stopped (exit 0)" % (leader_name(), cond))
             return 0
     if outcome.get("killed"):
         rc = 128 + outcome["signal"]  # stopped by the pod's termination, not finished: retry it
@@ -361,22 +456,26 @@ def run(argv):
 def check():
     """`helm test`: the leading Job must not have failed; while it runs, peers must resolve."""
     job = env("TF_CLUSTER_LEADER_JOB")
+    what = leader_name()
     try:
         cond = leader_condition()
     except (ConfigError, urllib.error.URLError, OSError, ValueError) as e:
-        print("FAIL: cannot read Job %s: %s" % (job, e))
+        print("FAIL: cannot read %s: %s" % (what, e))
         return 1
     if cond == "Failed":
         print("FAIL: Job %s failed; see kubectl describe job %s" % (job, job))
         return 1
+    if cond == ABANDONED:
+        print("FAIL: %s stopped renewing its heartbeat; its servers stop (see the notebook's kernel)" % what)
+        return 1
     if cond == "Complete":
-        print("OK: Job %s completed" % job)
+        print("OK: %s completed" % what)
         return 0
     missing = wait_for_peers(peer_hosts(env("TF_CONFIG")), float(env("TF_CLUSTER_PEER_TIMEOUT", "60")))
     if missing:
-        print("FAIL: Job %s is running but these tasks do not resolve: %s" % (job, ", ".join(missing)))
+        print("FAIL: %s is running but these tasks do not resolve: %s" % (what, ", ".join(missing)))
         return 1
-    print("OK: Job %s is running and every task resolves" % job)
+    print("OK: %s is running and every task resolves" % what)
     return 0
 
 

@@ -18,7 +18,6 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- $userNames := dict -}}
 {{- range $userEnv -}}{{- $_ := set $userNames .name true -}}{{- end -}}
 {{- $leader := include "tf-cluster.leaderRole" $ctx -}}
-{{- $ckpt := $v.storage.checkpoints.mountPath -}}
 {{- $env := list
   (dict "name" "TF_TASK_INDEX" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-completion-index']")))
   (dict "name" "TF_CLUSTER_ROLE" "value" $roleName)
@@ -34,27 +33,11 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
   (dict "name" "PYTHONUNBUFFERED" "value" "1")
   (dict "name" "HOME" "value" "/tmp")
 -}}
+{{- $env = concat $env (include "tf-cluster.coordinatorEnv" $ctx | fromJsonArray) -}}
 {{- if include "tf-cluster.setsTfConfig" $r -}}
 {{- $env = append $env (dict "name" "TF_CONFIG" "value" (include "tf-cluster.tfConfig" $r)) -}}
 {{- end -}}
-{{- if ne $v.storage.data.type "none" -}}
-{{- $env = append $env (dict "name" "DATA_DIR" "value" $v.storage.data.mountPath) -}}
-{{- end -}}
-{{- if ne $v.storage.checkpoints.type "none" -}}
-{{- $env = concat $env (list
-  (dict "name" "MODEL_DIR" "value" (printf "%s/model" $ckpt))
-  (dict "name" "CHECKPOINT_DIR" "value" (printf "%s/checkpoints" $ckpt))
-  (dict "name" "AIP_MODEL_DIR" "value" (printf "%s/model" $ckpt))
-  (dict "name" "AIP_CHECKPOINT_DIR" "value" (printf "%s/checkpoints" $ckpt))) -}}
-{{- end -}}
-{{- if ne $v.storage.logs.type "none" -}}
-{{- $env = concat $env (list
-  (dict "name" "LOG_DIR" "value" $v.storage.logs.mountPath)
-  (dict "name" "AIP_TENSORBOARD_LOG_DIR" "value" $v.storage.logs.mountPath)) -}}
-{{- end -}}
-{{- if or $v.code.files $v.code.existingConfigMap -}}
-{{- $env = append $env (dict "name" "CODE_DIR" "value" $v.code.mountPath) -}}
-{{- end -}}
+{{- $env = concat $env (include "tf-cluster.storageEnv" $ctx | fromJsonArray) -}}
 {{- if $v.threads.fromCpuLimit -}}
 {{- /* TF_NUM_INTEROP_THREADS is set by the launcher to max(2, intra-op): 1 deadlocks ParameterServer fit (measured, TF 2.21). */ -}}
 {{- $res := include "tf-cluster.containerResources" (dict "role" .spec "context" $ctx) | fromJson -}}
@@ -89,6 +72,47 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- end -}}
 {{- $out = concat $out $roleEnv -}}
 {{- toYaml $out -}}
+{{- end -}}
+
+{{/* Where the shared volumes and the code are, as a JSON list of env entries (training pods and
+     the notebook): DATA_DIR, MODEL_DIR/CHECKPOINT_DIR (+ Vertex's AIP_*), LOG_DIR, CODE_DIR. */}}
+{{- define "tf-cluster.storageEnv" -}}
+{{- $v := .Values -}}
+{{- $ckpt := $v.storage.checkpoints.mountPath -}}
+{{- $env := list -}}
+{{- if ne $v.storage.data.type "none" -}}
+{{- $env = append $env (dict "name" "DATA_DIR" "value" $v.storage.data.mountPath) -}}
+{{- end -}}
+{{- if ne $v.storage.checkpoints.type "none" -}}
+{{- $env = concat $env (list
+  (dict "name" "MODEL_DIR" "value" (printf "%s/model" $ckpt))
+  (dict "name" "CHECKPOINT_DIR" "value" (printf "%s/checkpoints" $ckpt))
+  (dict "name" "AIP_MODEL_DIR" "value" (printf "%s/model" $ckpt))
+  (dict "name" "AIP_CHECKPOINT_DIR" "value" (printf "%s/checkpoints" $ckpt))) -}}
+{{- end -}}
+{{- if ne $v.storage.logs.type "none" -}}
+{{- $env = concat $env (list
+  (dict "name" "LOG_DIR" "value" $v.storage.logs.mountPath)
+  (dict "name" "AIP_TENSORBOARD_LOG_DIR" "value" $v.storage.logs.mountPath)) -}}
+{{- end -}}
+{{- if or $v.code.files $v.code.existingConfigMap -}}
+{{- $env = append $env (dict "name" "CODE_DIR" "value" $v.code.mountPath) -}}
+{{- end -}}
+{{- toJson $env -}}
+{{- end -}}
+
+{{/* With an interactive coordinator (notebook.coordinator), what the servers and the notebook need
+     to find its Lease (named like the chief Job) and its time limits; else nothing. JSON list. */}}
+{{- define "tf-cluster.coordinatorEnv" -}}
+{{- $env := list -}}
+{{- if include "tf-cluster.coordinatorInNotebook" . -}}
+{{- $n := .Values.notebook -}}
+{{- $env = list
+  (dict "name" "TF_CLUSTER_LEADER_LEASE" "value" (include "tf-cluster.jobName" (dict "context" . "role" "chief")))
+  (dict "name" "TF_CLUSTER_START_TIMEOUT" "value" (toString $n.startTimeoutSeconds))
+  (dict "name" "TF_CLUSTER_HEARTBEAT_TIMEOUT" "value" (toString $n.heartbeatTimeoutSeconds)) -}}
+{{- end -}}
+{{- toJson $env -}}
 {{- end -}}
 
 {{/* Legacy TF1 between-graph flags (TF1's own names: --ps_hosts, --worker_hosts), as a JSON list. */}}

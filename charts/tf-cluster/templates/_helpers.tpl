@@ -120,7 +120,7 @@ Computed once per render (cached in .Values under a key the schema forbids users
 {{- $specs := list -}}
 {{- range $role := splitList " " (include "tf-cluster.roles" .) -}}
 {{- $r := dict "context" $probe "role" $role -}}
-{{- if gt (int (include "tf-cluster.replicas" $r)) 0 -}}
+{{- if gt (int (include "tf-cluster.jobReplicas" $r)) 0 -}}
 {{- $specs = append $specs (printf "%s:\n%s" $role (include "tf-cluster.jobRunSpec" (dict "context" $probe "role" $role "policy" (include "tf-cluster.jobPolicy" $r | fromJson)))) -}}
 {{- end -}}
 {{- end -}}

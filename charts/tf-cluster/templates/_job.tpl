@@ -10,7 +10,7 @@ Usage: include "tf-cluster.job" (dict "context" $ "role" "worker")
 {{- end -}}
 {{- $ctx := .context -}}
 {{- $roleName := .role -}}
-{{- $replicas := int (include "tf-cluster.replicas" .) -}}
+{{- $replicas := int (include "tf-cluster.jobReplicas" .) -}}
 {{- if gt $replicas 0 -}}
 {{- $policy := include "tf-cluster.jobPolicy" . | fromJson -}}
 apiVersion: batch/v1

@@ -49,6 +49,19 @@ merged key by key, the role's keys winning. Usage:
 {{- toJson $out -}}
 {{- end -}}
 
+{{/* "true" when the notebook's kernel is the cluster's chief (notebook.coordinator): the chief then
+     has no Job; its address is the notebook pod's, and the servers watch its Lease instead. */}}
+{{- define "tf-cluster.coordinatorInNotebook" -}}
+{{- if and .Values.notebook.enabled .Values.notebook.coordinator -}}true{{- end -}}
+{{- end -}}
+
+{{/* Pods of a role's Job: its replicas, but 0 for the chief when the notebook's kernel is the
+     chief. Usage: include "tf-cluster.jobReplicas" (dict "context" $ "role" "chief") */}}
+{{- define "tf-cluster.jobReplicas" -}}
+{{- if and (eq .role "chief") (include "tf-cluster.coordinatorInNotebook" .context) -}}0
+{{- else -}}{{- include "tf-cluster.replicas" . -}}{{- end -}}
+{{- end -}}
+
 {{/* Names of the roles with a trait set, space-separated, e.g. the training roles:
      include "tf-cluster.rolesWith" (dict "context" $ "trait" "inCluster") */}}
 {{- define "tf-cluster.rolesWith" -}}

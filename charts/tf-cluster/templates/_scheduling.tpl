@@ -29,9 +29,15 @@ native
 {{- end -}}
 {{- end -}}
 
-{{/* The gang's size: the tasks of the roles with the inGang trait. */}}
+{{/* The gang's size: the pods of the Jobs of the roles with the inGang trait (an interactive
+     coordinator, the notebook, is not in the gang: it is not a Job's pod). */}}
 {{- define "tf-cluster.gangSize" -}}
-{{- include "tf-cluster.taskCount" (dict "context" . "trait" "inGang") -}}
+{{- $ctx := . -}}
+{{- $n := 0 -}}
+{{- range $role := splitList " " (include "tf-cluster.rolesWith" (dict "context" $ctx "trait" "inGang")) -}}
+{{- $n = add $n (include "tf-cluster.jobReplicas" (dict "context" $ctx "role" $role)) -}}
+{{- end -}}
+{{- $n -}}
 {{- end -}}
 
 {{/* The native PodGroup's disruption mode: "all" or "single" (values scheduling.disruptionMode). */}}
@@ -86,7 +92,7 @@ single
 {{- $out := dict "priorityClassName" dict "schedulerName" dict -}}
 {{- range $role := splitList " " (include "tf-cluster.rolesWith" (dict "context" $ctx "trait" "inGang")) -}}
 {{- $r := dict "context" $ctx "role" $role -}}
-{{- if gt (int (include "tf-cluster.replicas" $r)) 0 -}}
+{{- if gt (int (include "tf-cluster.jobReplicas" $r)) 0 -}}
 {{- $spec := include "tf-cluster.role" $r | fromJson -}}
 {{- $_ := set $out.priorityClassName $role (default "" $spec.priorityClassName) -}}
 {{- $_ := set $out.schedulerName $role (default "" $spec.schedulerName) -}}

@@ -79,5 +79,16 @@ and nothing renders on failure (Helm renders every template before it prints any
 {{- if and $v.tensorboard.enabled (eq $v.storage.logs.type "none") -}}
 {{- fail "tensorboard.enabled=true needs a logs volume: set storage.logs.type to pvc or existingClaim" -}}
 {{- end -}}
+{{- if $v.notebook.coordinator -}}
+{{- if not $v.notebook.enabled -}}
+{{- fail "notebook.coordinator=true needs the notebook: set notebook.enabled=true (its kernel is then the chief)" -}}
+{{- end -}}
+{{- if ne $v.strategy "parameterServer" -}}
+{{- fail (printf "notebook.coordinator=true with strategy %s: only a parameterServer cluster has a coordinator a notebook can be (its ps and worker servers wait for it); set strategy: parameterServer, or notebook.coordinator=false" $v.strategy) -}}
+{{- end -}}
+{{- end -}}
+{{- if and $v.notebook.enabled $v.notebook.ingress.enabled (ne $v.notebook.ingress.path "/") (hasSuffix "/" $v.notebook.ingress.path) -}}
+{{- fail (printf "notebook.ingress.path=%q: leave off the trailing '/' (e.g. /jupyter)" $v.notebook.ingress.path) -}}
+{{- end -}}
 {{- include "tf-cluster.tfConfigSizeCheck" . -}}
 {{- end -}}

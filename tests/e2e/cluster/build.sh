@@ -8,6 +8,7 @@
 #               local-path-provisioner pause etcd debs (etcd, containerd, runc, CNI, iptables, conntrack)
 #               argocd (Argo CD: one binary with the two components the node runs + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)
 #               registry (the CNCF distribution OCI registry, from its Go module; into $REGISTRY_DIR)
+#               browser (Debian's chromium + chromium-driver: the notebook's browser test drives them)
 #               cilium (the NetworkPolicy engine: Cilium's agent + CNI plugin, from github.com/cilium/cilium;
 #                       its BPF sources, CRDs and Debian's clang-19; into $CILIUM_DIR)
 set -euo pipefail
@@ -26,7 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 want=("$@")
 if [ ${#want[@]} -eq 0 ]; then
-  want=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns local-path-provisioner pause debs argocd registry)
+  want=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns local-path-provisioner pause debs argocd registry browser)
   [ "${TF_CLUSTER_NODE_POLICY:-cilium}" = none ] || want+=(cilium)  # the node without a policy engine (node/config.py)
 fi
 log() { echo "[e2e-build] $*" >&2; }
@@ -43,7 +44,7 @@ k8s=(); other=()
 for c in "${want[@]}"; do
   case $c in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy) [ -x "$out/$c" ] || k8s+=("$c");;
-    coredns|local-path-provisioner|pause|etcd|debs|argocd|registry|cilium) other+=("$c");;
+    coredns|local-path-provisioner|pause|etcd|debs|argocd|registry|cilium|browser) other+=("$c");;
     *) log "unknown component '$c'"; exit 2;;
   esac
 done
@@ -203,6 +204,9 @@ GO
       fi;;
     etcd)
       command -v etcd >/dev/null || apt_install etcd-server;;
+    browser)
+      { command -v chromium >/dev/null && command -v chromedriver >/dev/null; } \
+        || apt_install chromium chromium-driver fonts-dejavu-core;;
     debs)
       pkgs=()
       command -v etcd >/dev/null || pkgs+=(etcd-server)

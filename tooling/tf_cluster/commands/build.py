@@ -51,6 +51,12 @@ def add_parser(sub) -> None:
         metavar="FILE",
         help="pip requirements your program needs, installed in a layer of their own (tag gets -r<hash>)",
     )
+    p.add_argument(
+        "--notebook",
+        action="store_true",
+        help="add JupyterLab and the example notebooks (images/notebooks/): the chart's notebook image "
+        "(tag <tf>-<variant>-notebook)",
+    )
     p.add_argument("--push", action="store_true", help="push both tags after building")
     p.add_argument("--kind-load", metavar="CLUSTER", help="load the image into this kind cluster")
     p.add_argument("--dry-run", action="store_true", help="assemble the context and print the Dockerfile only")
@@ -135,6 +141,7 @@ def run(args) -> int:
         extra_packages=args.extra_package,
         ca_secret=bool(args.ca_bundle),
         extra_requirements=args.requirements,
+        notebook=args.notebook,
     )
     print(f"[build] context {ctx.path} (content {ctx.digest[:12]})", flush=True)
     if args.dry_run:

@@ -178,10 +178,10 @@ def import_images(images: list[str]) -> None:
 
 def trainer_images() -> list[str]:
     """The trainer image the chart uses by default (`tf-cluster-trainer:<tf>-cpu`, as `make image` tags it)
-    and every other tag podman has for that same image (the content-pinned one)."""
+    and, when built, its notebook image (`<tf>-cpu-notebook`, `make notebook-image`), each with every
+    other tag podman has for that same image (the content-pinned one)."""
     default = podman("images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}", TRAINER_REPO, check=False).stdout
     rows = [line.split() for line in default.splitlines() if line.strip()]
-    latest = next(
-        (iid for ref, iid in rows if ref.endswith(":" + os.environ.get("TF_VERSION", "2.21.0") + "-cpu")), None
-    )
-    return [ref for ref, iid in rows if iid == latest]
+    tf = os.environ.get("TF_VERSION", "2.21.0")
+    wanted = {iid for ref, iid in rows if ref.endswith((f":{tf}-cpu", f":{tf}-cpu-notebook"))}
+    return [ref for ref, iid in rows if iid in wanted]

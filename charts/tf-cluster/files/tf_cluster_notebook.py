@@ -1,0 +1,199 @@
+"""tf-cluster's notebook side: the kernel as the cluster's chief, and the notebook pod's set-up.
+
+Standard library only (it shares the launcher's API client); the chart mounts it with the
+launcher and puts it on the notebook's PYTHONPATH.
+
+In a notebook (the chart's `notebook.coordinator: true`, strategy parameterServer):
+
+    import tf_cluster_notebook as tfc
+    session = tfc.connect()     # the ps and worker servers now serve this kernel
+    ...                         # ParameterServerStrategy + ClusterCoordinator, as usual
+    session.done()              # the servers stop (their Jobs complete)
+
+`connect()` renews the Lease named like the chief Job every few seconds from a daemon
+thread: while the kernel lives, the servers serve it. `done()` marks the Lease done; a kernel
+that dies (or is culled) stops renewing it, and the servers stop on their own after
+`notebook.heartbeatTimeoutSeconds` (launcher.py, lease_condition).
+
+In the notebook pod's init container:
+
+    python3 tf_cluster_notebook.py prepare
+
+writes JupyterLab's token to TF_CLUSTER_TOKEN_FILE from the Secret TF_CLUSTER_TOKEN_SECRET
+(key TF_CLUSTER_TOKEN_KEY); when TF_CLUSTER_TOKEN_CREATE=true and the Secret has no token yet
+it makes one and stores it there first (once: the chart renders that Secret without data, so
+no token is in any manifest and every render is the same). It also copies the example
+notebooks of the image (/opt/tf-cluster/notebooks) into the notebook root once.
+"""
+import base64
+import datetime
+import json
+import os
+import secrets
+import shutil
+import socket
+import sys
+import threading
+import time
+import urllib.error
+
+import launcher
+
+DONE_ANNOTATION = launcher.DONE_ANNOTATION
+EXAMPLES = "/opt/tf-cluster/notebooks"
+
+
+def env(name, default=""):
+    return os.environ.get(name, default)
+
+
+def say(msg):
+    sys.stderr.write("[tf-cluster notebook] %s\n" % msg)
+    sys.stderr.flush()
+
+
+def micro_time(t=None):
+    """The API's MicroTime: RFC 3339 with exactly six fractional digits, UTC."""
+    d = datetime.datetime.fromtimestamp(time.time() if t is None else t, datetime.timezone.utc)
+    return d.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def lease_path():
+    name = env("TF_CLUSTER_LEADER_LEASE")
+    if not name:
+        raise RuntimeError("TF_CLUSTER_LEADER_LEASE is not set: this notebook is not the coordinator of a "
+                           "tf-cluster release (set notebook.coordinator=true with strategy parameterServer)")
+    return "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s" % (env("TF_CLUSTER_NAMESPACE", "default"), name)
+
+
+class Session:
+    """The kernel's hold on the servers: a heartbeat on the coordinator's Lease."""
+
+    def __init__(self, interval=None):
+        self.interval = float(interval or env("TF_CLUSTER_HEARTBEAT_SECONDS", "10"))
+        self.identity = "%s/kernel-%d" % (socket.gethostname(), os.getpid())
+        self.stopped = threading.Event()
+        self.last_error = None
+        self.beats = 0
+        self._beat(first=True)  # fails loudly here, in the cell, when the Lease cannot be written
+        self.thread = threading.Thread(target=self._run, name="tf-cluster-heartbeat", daemon=True)
+        self.thread.start()
+
+    def _beat(self, first=False):
+        spec = {"holderIdentity": self.identity, "renewTime": micro_time(),
+                "leaseDurationSeconds": int(float(env("TF_CLUSTER_HEARTBEAT_TIMEOUT", "300")))}
+        if first:
+            spec["acquireTime"] = spec["renewTime"]
+        body = {"spec": spec}
+        if first:  # a new session: clear a done mark a previous kernel of this run left
+            body["metadata"] = {"annotations": {DONE_ANNOTATION: None}}
+        launcher.api(lease_path(), method="PATCH", body=body)
+        self.beats += 1
+
+    def _run(self):
+        while not self.stopped.wait(self.interval):
+            try:
+                self._beat()
+                self.last_error = None
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                if self.last_error is None:
+                    say("heartbeat failed (%s); retrying every %ss" % (e, self.interval))
+                self.last_error = e
+
+    def done(self):
+        """Tell the ps and worker servers this session is over: they stop and their Jobs complete."""
+        self.stopped.set()
+        launcher.api(lease_path(), method="PATCH",
+                     body={"metadata": {"annotations": {DONE_ANNOTATION: micro_time()}},
+                           "spec": {"holderIdentity": None}})
+        say("session done: the ps and worker servers stop within %ss" % env("TF_CLUSTER_POLL_SECONDS", "5"))
+
+    def __repr__(self):
+        state = "done" if self.stopped.is_set() else "alive (%d heartbeats)" % self.beats
+        return "<tf-cluster session %s, %s>" % (self.identity, state)
+
+
+def connect(interval=None):
+    """Become the coordinator the release's ps and worker servers serve; returns the Session."""
+    session = Session(interval)
+    cluster = json.loads(env("TF_CONFIG", "{}")).get("cluster", {})
+    say("coordinator of %s; heartbeat every %ss" % (
+        ", ".join("%d %s" % (len(v), k) for k, v in sorted(cluster.items())), session.interval))
+    return session
+
+
+def tensorboard_url():
+    """Where this notebook's user reaches TensorBoard (the chart's notebook.tensorboardUrl)."""
+    return env("TF_CLUSTER_TENSORBOARD_URL")
+
+
+# ------------------------------------------------------------ the pod's set-up
+
+
+def secret_token(secret, key):
+    path = "/api/v1/namespaces/%s/secrets/%s" % (env("TF_CLUSTER_NAMESPACE", "default"), secret)
+    obj = launcher.api(path)
+    data = obj.get("data") or {}
+    if data.get(key):
+        return base64.b64decode(data[key]).decode().strip(), obj, path
+    return "", obj, path
+
+
+def ensure_token():
+    secret, key = env("TF_CLUSTER_TOKEN_SECRET"), env("TF_CLUSTER_TOKEN_KEY", "token")
+    create = env("TF_CLUSTER_TOKEN_CREATE") == "true"
+    for _ in range(5):
+        try:
+            token, obj, path = secret_token(secret, key)
+        except urllib.error.HTTPError as e:
+            if e.code == 404:
+                raise SystemExit("Secret %s does not exist. Create it (kubectl create secret generic %s "
+                                 "--from-literal=%s=$(python3 -c 'import secrets; print(secrets.token_hex(24))')) "
+                                 "or unset notebook.auth.existingSecret so the chart makes one" % (secret, secret, key))
+            raise
+        if token:
+            return token
+        if not create:
+            raise SystemExit("Secret %s has no key %r: add it (kubectl patch secret %s --type merge -p "
+                             "'{\"stringData\":{\"%s\":\"<token>\"}}') or set notebook.auth.existingSecretKey"
+                             % (secret, key, secret, key))
+        token = secrets.token_hex(24)
+        body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+                "data": {key: base64.b64encode(token.encode()).decode()}}
+        try:
+            launcher.api(path, method="PATCH", body=body)
+            say("made the notebook's token and stored it in Secret %s (key %s)" % (secret, key))
+            return token
+        except urllib.error.HTTPError as e:
+            if e.code != 409:  # another pod stored one first: read that one
+                raise
+    raise SystemExit("could not store a token in Secret %s (conflicting writers)" % secret)
+
+
+def copy_examples(root):
+    if not os.path.isdir(EXAMPLES):
+        return
+    for name in sorted(os.listdir(EXAMPLES)):
+        target = os.path.join(root, name)
+        if name.endswith(".ipynb") and not os.path.exists(target):
+            shutil.copyfile(os.path.join(EXAMPLES, name), target)
+            say("example notebook %s" % target)
+
+
+def prepare():
+    token = ensure_token()
+    out = env("TF_CLUSTER_TOKEN_FILE", "/tmp/.tf-cluster/jupyter-token")
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token)
+    root = env("TF_CLUSTER_NOTEBOOK_ROOT", "/tmp/notebooks")
+    os.makedirs(root, exist_ok=True)
+    copy_examples(root)
+    return 0
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["prepare"]:
+        sys.exit("usage: tf_cluster_notebook.py prepare")
+    sys.exit(prepare())

@@ -1,0 +1,68 @@
+{{/*
+The notebook's settings (templates/notebook.yaml): its image, root directory and environment.
+*/}}
+
+{{/* The notebook image override, as JSON: notebook.image over the training image, whose tag gets
+     "-notebook" (what `tf-cluster build --notebook` tags) unless notebook.image sets one. */}}
+{{- define "tf-cluster.notebookImage" -}}
+{{- $image := deepCopy (default dict .Values.notebook.image) -}}
+{{- if and (not $image.tag) (not $image.digest) -}}
+{{- $_ := set $image "tag" (printf "%s-notebook" (default (printf "%s-cpu" .Chart.AppVersion) .Values.image.tag)) -}}
+{{- end -}}
+{{- toJson $image -}}
+{{- end -}}
+
+{{/* JupyterLab's root: notebook.rootDir, else the data volume (when writable), else /tmp/notebooks. */}}
+{{- define "tf-cluster.notebookRoot" -}}
+{{- $data := .Values.storage.data -}}
+{{- if .Values.notebook.rootDir -}}
+{{- .Values.notebook.rootDir -}}
+{{- else if and (ne $data.type "none") (not $data.readOnly) -}}
+{{- $data.mountPath -}}
+{{- else -}}
+/tmp/notebooks
+{{- end -}}
+{{- end -}}
+
+{{/* The notebook container's environment, as a JSON list: the release's TF_CONFIG as the chief's
+     (with notebook.coordinator), the Lease and its limits, the shared volumes' paths, TensorBoard's
+     link, the token file; then the top-level `env` and `notebook.env` (a name set there wins). */}}
+{{- define "tf-cluster.notebookEnv" -}}
+{{- $v := .Values -}}
+{{- $coordinator := include "tf-cluster.coordinatorInNotebook" . -}}
+{{- $tensorboard := default (printf "http://localhost:%v/" $v.tensorboard.service.port) $v.notebook.tensorboardUrl -}}
+{{- $env := list
+  (dict "name" "TF_CLUSTER_ROLE" "value" (ternary "chief" "notebook" (eq $coordinator "true")))
+  (dict "name" "TF_TASK_INDEX" "value" "0")
+  (dict "name" "TF_CLUSTER_NAMESPACE" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.namespace")))
+  (dict "name" "TF_CLUSTER_STRATEGY" "value" $v.strategy)
+  (dict "name" "TF_CLUSTER_POLL_SECONDS" "value" (toString $v.launcher.pollSeconds))
+  (dict "name" "TF_CLUSTER_NOTEBOOK_ROOT" "value" (include "tf-cluster.notebookRoot" .))
+  (dict "name" "TF_CLUSTER_TOKEN_FILE" "value" "/tmp/.tf-cluster/jupyter-token")
+  (dict "name" "JUPYTER_TOKEN_FILE" "value" "/tmp/.tf-cluster/jupyter-token")
+  (dict "name" "PYTHONPATH" "value" "/opt/tf-cluster/launcher")
+  (dict "name" "TF_USE_LEGACY_KERAS" "value" "1")
+  (dict "name" "PYTHONUNBUFFERED" "value" "1")
+  (dict "name" "HOME" "value" "/tmp")
+-}}
+{{- if $v.tensorboard.enabled -}}
+{{- $env = append $env (dict "name" "TF_CLUSTER_TENSORBOARD_URL" "value" $tensorboard) -}}
+{{- end -}}
+{{- $env = concat $env (include "tf-cluster.coordinatorEnv" . | fromJsonArray) -}}
+{{- if $coordinator -}}
+{{- $env = append $env (dict "name" "TF_CONFIG" "value" (include "tf-cluster.tfConfig" (dict "context" . "role" "chief"))) -}}
+{{- end -}}
+{{- $env = concat $env (include "tf-cluster.storageEnv" . | fromJsonArray) -}}
+{{- $user := concat (default list $v.env) (default list $v.notebook.env) -}}
+{{- $names := dict -}}
+{{- range $user -}}{{- $_ := set $names .name true -}}{{- end -}}
+{{- $out := list -}}
+{{- range $env -}}
+{{- if not (hasKey $names .name) -}}{{- $out = append $out . -}}{{- end -}}
+{{- end -}}
+{{- $seen := dict -}}
+{{- range (reverse $user) -}}
+{{- if not (hasKey $seen .name) -}}{{- $_ := set $seen .name true -}}{{- $out = append $out . -}}{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}
