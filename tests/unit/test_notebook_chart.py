@@ -1,5 +1,5 @@
 """The notebook (templates/notebook.yaml, _notebook.tpl) and the interactive coordinator: what the chart
-renders, its RBAC, its token's Secret, and the servers' Lease logic in the launcher. The browser test on
+renders, its RBAC, its token's Secret, and the servers' heartbeat logic in the launcher. The browser test on
 the real node is tests/e2e/cluster/test_notebook.py."""
 
 from __future__ import annotations
@@ -63,23 +63,25 @@ def test_coordinator_the_notebook_pod_is_the_chief_and_no_chief_job_exists():
         tf = job["spec"]["template"]["spec"]["containers"][0]
         server = env_of(tf)
         assert json.loads(server["TF_CONFIG"].split(',"task"')[0] + "}")["cluster"] == cluster["cluster"]
-        assert server["TF_CLUSTER_LEADER_LEASE"] == env["TF_CLUSTER_LEADER_LEASE"] == server["TF_CLUSTER_LEADER_JOB"]
+        assert server["TF_CLUSTER_HEARTBEAT"] == env["TF_CLUSTER_HEARTBEAT"] == server["TF_CLUSTER_LEADER_JOB"]
         assert server["TF_CLUSTER_STOP_WITH_LEADER"] == "true"
         assert server["TF_CLUSTER_HEARTBEAT_TIMEOUT"] == "300" and server["TF_CLUSTER_START_TIMEOUT"] == "3600"
-    (lease,) = by_kind(docs, "Lease")
-    assert lease["metadata"]["name"] == env["TF_CLUSTER_LEADER_LEASE"] == pod["hostname"].removesuffix("-0")
+    heartbeat = named(docs, "ConfigMap", env["TF_CLUSTER_HEARTBEAT"])
+    assert heartbeat["metadata"]["name"] == pod["hostname"].removesuffix("-0")
+    assert "data" not in heartbeat, "rendered without data: the kernel writes it, every render is the same"
+    assert not by_kind(docs, "Lease"), "Argo CD never syncs Leases"
     assert named(docs, "Deployment", "-notebook")["spec"]["strategy"] == {"type": "Recreate"}
 
 
-def test_rbac_least_privilege_one_secret_one_lease_by_name():
+def test_rbac_least_privilege_one_secret_one_heartbeat_by_name():
     docs = render(values())
     launcher = named(docs, "Role", "-launcher")
     (rule,) = launcher["rules"]
-    lease = by_kind(docs, "Lease")[0]["metadata"]["name"]
+    beat = next(c["metadata"]["name"] for c in by_kind(docs, "ConfigMap") if "-chief-" in c["metadata"]["name"])
     assert rule == {
-        "apiGroups": ["coordination.k8s.io"],
-        "resources": ["leases"],
-        "resourceNames": [lease],
+        "apiGroups": [""],
+        "resources": ["configmaps"],
+        "resourceNames": [beat],
         "verbs": ["get"],
     }
     notebook = named(docs, "Role", "-notebook")
@@ -91,16 +93,16 @@ def test_rbac_least_privilege_one_secret_one_lease_by_name():
             "verbs": ["get", "patch"],
         },
         {
-            "apiGroups": ["coordination.k8s.io"],
-            "resources": ["leases"],
-            "resourceNames": [lease],
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "resourceNames": [beat],
             "verbs": ["get", "patch"],
         },
     ]
     binding = named(docs, "RoleBinding", "-notebook")
     pod = named(docs, "Deployment", "-notebook")["spec"]["template"]["spec"]
     assert binding["subjects"][0]["name"] == pod["serviceAccountName"] == "tf-tf-cluster-notebook"
-    # the training pods' account cannot touch the token or the Lease's heartbeat
+    # the training pods' account cannot touch the token or the heartbeat
     assert pod["serviceAccountName"] != by_kind(docs, "Job")[0]["spec"]["template"]["spec"]["serviceAccountName"]
 
 
@@ -119,7 +121,7 @@ def test_no_secret_material_in_the_manifest_and_the_same_on_every_render():
 def test_existing_secret_is_read_not_written_and_not_rendered():
     docs = render(values(auth={"existingSecret": "team-jupyter", "existingSecretKey": "jupyter-token"}))
     assert not by_kind(docs, "Secret")
-    (rule, _lease) = named(docs, "Role", "-notebook")["rules"]
+    (rule, _beat) = named(docs, "Role", "-notebook")["rules"]
     assert rule["resourceNames"] == ["team-jupyter"] and rule["verbs"] == ["get"]
     (prepare,) = named(docs, "Deployment", "-notebook")["spec"]["template"]["spec"]["initContainers"]
     env = env_of(prepare)
@@ -175,7 +177,7 @@ def test_a_notebook_without_coordinator_leaves_the_chief_job_alone():
     }
     pod = named(docs, "Deployment", "-notebook")["spec"]["template"]["spec"]
     assert "hostname" not in pod and "TF_CONFIG" not in env_of(pod["containers"][0])
-    assert not by_kind(docs, "Lease")
+    assert not [c for c in by_kind(docs, "ConfigMap") if "-chief-" in c["metadata"]["name"]]
     assert named(docs, "Role", "-launcher")["rules"][0]["resources"] == ["jobs"]
 
 
@@ -196,7 +198,7 @@ def test_image_defaults_to_the_notebook_build_and_follows_the_training_image():
     assert nb["image"] == "registry.example.com/tf:2.21.0-cpu-r1-notebook"
 
 
-# ------------------------------------------------------------ the servers' side: launcher.lease_condition
+# ------------------------------------------------------------ the servers' side: launcher.heartbeat_condition
 
 
 @pytest.fixture(scope="module")
@@ -209,12 +211,13 @@ def launcher():
     return mod
 
 
-def lease(renew: str | None = None, done: str | None = None) -> dict:
-    return {"metadata": {"annotations": {"tf-cluster.io/done": done} if done else {}}, "spec": {"renewTime": renew}}
+def heartbeat(renew: str | None = None, done: str | None = None) -> dict:
+    """The heartbeat ConfigMap's data as the kernel writes it (tf_cluster_notebook.Session)."""
+    return {k: v for k, v in (("renewTime", renew), ("done", done)) if v}
 
 
 @pytest.mark.parametrize(
-    "case,lease_args,started,now,expected",
+    "case,beat,started,now,expected",
     [
         ("no kernel yet, within the start timeout", {}, 1000, 1000 + 3599, ""),
         ("no kernel ever came", {}, 1000, 1000 + 3601, "Abandoned"),
@@ -231,8 +234,9 @@ def lease(renew: str | None = None, done: str | None = None) -> dict:
         ("a dead kernel's old renewal: the start timeout applies", {"renew": "1970-01-01T00:00:10Z"}, 1000, 2000, ""),
     ],
 )
-def test_lease_condition(launcher, case, lease_args, started, now, expected):
-    assert launcher.lease_condition(lease(**lease_args), started, now, 3600, 300) == expected, case
+def test_heartbeat_condition(launcher, case, beat, started, now, expected):
+    assert launcher.heartbeat_condition(heartbeat(**beat), started, now, 3600, 300) == expected, case
+    assert launcher.heartbeat_condition(None, 1000, 1000 + 3601, 3600, 300) == "Abandoned"  # never created
 
 
 def test_api_times_parse_with_and_without_fractions(launcher):

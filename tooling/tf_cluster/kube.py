@@ -383,7 +383,6 @@ RELEASE_KINDS = (
     "NetworkPolicy",
     "Deployment",
     "Secret",
-    "Lease",
 )
 
 
@@ -406,7 +405,6 @@ def release_objects(api, namespace: str, release: str, *, count_terminating: boo
         "NetworkPolicy": client.NetworkingV1Api(api).list_namespaced_network_policy,
         "Deployment": client.AppsV1Api(api).list_namespaced_deployment,
         "Secret": core.list_namespaced_secret,
-        "Lease": client.CoordinationV1Api(api).list_namespaced_lease,
     }
     sel = f"{INSTANCE}={release}"
     return sorted(

@@ -21,9 +21,10 @@ Standard library only, so it runs in any image with Python 3.8+.
    Kubernetes API with the pod's token; when that Job is Complete it stops the
    child and exits 0, when it Failed it stops the child and exits 3.
    With an interactive coordinator (the chart's notebook.coordinator) there is no
-   chief Job: the notebook kernel is the chief and renews a Lease of the chief Job's
-   name (TF_CLUSTER_LEADER_LEASE) while it lives. The task stops (exit 0) when the
-   kernel marks the Lease done, or when it has not renewed it for
+   chief Job: the notebook kernel is the chief and, while it lives, renews a heartbeat in
+   the ConfigMap named like the chief Job (TF_CLUSTER_HEARTBEAT; a ConfigMap, not a
+   Lease: Argo CD never syncs Leases). The task stops (exit 0) when the kernel marks it
+   done, or when it has not renewed it for
    TF_CLUSTER_HEARTBEAT_TIMEOUT seconds (TF_CLUSTER_START_TIMEOUT from this task's
    start while no kernel has renewed it since): a dead kernel never leaves servers
    running forever.
@@ -31,7 +32,7 @@ Standard library only, so it runs in any image with Python 3.8+.
 Exit codes:
     0     the command succeeded, or the leading Job completed and the child was stopped
           (or had completed before this task started: a late replacement exits at once),
-          or the interactive coordinator said done or went silent (its Lease)
+          or the interactive coordinator said done or went silent (its heartbeat)
     3     the leading Job failed; this task was stopped (fails this Job at once)
     4     peers did not resolve within TF_CLUSTER_PEER_TIMEOUT (fails this Job at once)
     5     the launcher was misconfigured (no command, unreadable TF_CONFIG)
@@ -40,7 +41,7 @@ Exit codes:
 Environment (set by the chart): TF_CONFIG, TF_CLUSTER_ROLE, TF_TASK_INDEX,
 TF_CLUSTER_NAMESPACE, TF_CLUSTER_LEADER_JOB, TF_CLUSTER_STOP_WITH_LEADER,
 TF_CLUSTER_WAIT_FOR_PEERS, TF_CLUSTER_PEER_TIMEOUT, TF_CLUSTER_POLL_SECONDS,
-TF_CLUSTER_STOP_GRACE; with an interactive coordinator TF_CLUSTER_LEADER_LEASE,
+TF_CLUSTER_STOP_GRACE; with an interactive coordinator TF_CLUSTER_HEARTBEAT,
 TF_CLUSTER_START_TIMEOUT, TF_CLUSTER_HEARTBEAT_TIMEOUT. When TF_NUM_INTRAOP_THREADS is set (the chart derives it
 from the CPU limit) and TF_NUM_INTEROP_THREADS is not, the child gets
 TF_NUM_INTEROP_THREADS=max(2, intra-op). For runs outside Kubernetes (tf-cluster run-local),
@@ -66,9 +67,8 @@ EXIT_CONFIG = 5
 SA_DIR = os.environ.get("TF_CLUSTER_SA_DIR", "/var/run/secrets/kubernetes.io/serviceaccount")
 SUCCESS = ("Complete", "SuccessCriteriaMet")
 FAILURE = ("Failed", "FailureTarget")
-ABANDONED = "Abandoned"  # an interactive coordinator stopped renewing its Lease (kernel gone)
-DONE_ANNOTATION = "tf-cluster.io/done"  # set on the coordinator's Lease by session.done()
-STARTED = time.time()  # wall clock: compared with the Lease's renewTime
+ABANDONED = "Abandoned"  # an interactive coordinator stopped renewing its heartbeat (kernel gone)
+STARTED = time.time()  # wall clock: compared with the heartbeat's renewTime
 
 
 def env(name, default=""):
@@ -182,14 +182,15 @@ def parse_time(text):
     return seconds + (float("0." + frac) if frac.isdigit() else 0.0)
 
 
-def lease_condition(lease, started, now, start_timeout, heartbeat_timeout):
-    """What an interactive coordinator's Lease says to a server started at `started`:
-    "Complete" once the kernel marked it done, ABANDONED when no kernel renewed it for
-    heartbeat_timeout seconds (start_timeout from `started` while none has since), else ""."""
-    meta = (lease or {}).get("metadata") or {}
-    if (meta.get("annotations") or {}).get(DONE_ANNOTATION):
+def heartbeat_condition(data, started, now, start_timeout, heartbeat_timeout):
+    """What an interactive coordinator's heartbeat (its ConfigMap's data: holderIdentity,
+    renewTime, done) says to a server started at `started`: "Complete" once the kernel marked it
+    done, ABANDONED when no kernel renewed it for heartbeat_timeout seconds (start_timeout from
+    `started` while none has since), else ""."""
+    data = data or {}
+    if data.get("done"):
         return "Complete"
-    renewed = parse_time(((lease or {}).get("spec") or {}).get("renewTime"))
+    renewed = parse_time(data.get("renewTime"))
     if renewed is not None and renewed >= started:
         return ABANDONED if now - renewed > heartbeat_timeout else ""
     if renewed is not None and now - renewed <= heartbeat_timeout:
@@ -197,30 +198,24 @@ def lease_condition(lease, started, now, start_timeout, heartbeat_timeout):
     return ABANDONED if now - started > start_timeout else ""
 
 
-def lease_silence(lease, started, now):
-    """Seconds since the kernel's last renewal (or since this task started), for the log."""
-    renewed = parse_time(((lease or {}).get("spec") or {}).get("renewTime"))
-    return now - max(renewed or started, started)
-
-
-def leader_condition_from_lease(namespace, name):
+def leader_condition_from_heartbeat(namespace, name):
     try:
-        lease = api("/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s" % (namespace, name))
+        data = api("/api/v1/namespaces/%s/configmaps/%s" % (namespace, name)).get("data")
     except urllib.error.HTTPError as e:
         if e.code != 404:
             raise
-        lease = None  # not created yet: no kernel has connected
+        data = None  # not created yet: no kernel has connected
     start_timeout = float(env("TF_CLUSTER_START_TIMEOUT", "3600"))
     heartbeat_timeout = float(env("TF_CLUSTER_HEARTBEAT_TIMEOUT", "300"))
-    cond = lease_condition(lease, STARTED, time.time(), start_timeout, heartbeat_timeout)
+    cond = heartbeat_condition(data, STARTED, time.time(), start_timeout, heartbeat_timeout)
     if cond == ABANDONED:
-        renewed = parse_time(((lease or {}).get("spec") or {}).get("renewTime"))
+        renewed = parse_time((data or {}).get("renewTime"))
         if renewed is not None and renewed >= STARTED:
-            log("the notebook kernel (the coordinator) has not renewed Lease %s for %.0fs (limit %.0fs): "
-                "it died, was culled or restarted without reconnecting" % (name, time.time() - renewed,
-                                                                           heartbeat_timeout))
+            log("the notebook kernel (the coordinator) has not renewed its heartbeat (ConfigMap %s) for "
+                "%.0fs (limit %.0fs): it died, was culled or restarted without reconnecting"
+                % (name, time.time() - renewed, heartbeat_timeout))
         else:
-            log("no notebook kernel connected as coordinator (Lease %s) within %.0fs of this task's start"
+            log("no notebook kernel connected as coordinator (ConfigMap %s) within %.0fs of this task's start"
                 % (name, start_timeout))
     return cond
 
@@ -245,16 +240,16 @@ def leader_condition():
                 return f.read().strip()
         except OSError:
             return ""
-    if env("TF_CLUSTER_LEADER_LEASE"):
-        return leader_condition_from_lease(env("TF_CLUSTER_NAMESPACE", "default"), env("TF_CLUSTER_LEADER_LEASE"))
+    if env("TF_CLUSTER_HEARTBEAT"):
+        return leader_condition_from_heartbeat(env("TF_CLUSTER_NAMESPACE", "default"), env("TF_CLUSTER_HEARTBEAT"))
     return leader_condition_from_api(env("TF_CLUSTER_NAMESPACE", "default"),
                                      env("TF_CLUSTER_LEADER_JOB"))
 
 
 def leader_name():
-    """What this task watches, for the log: the leading Job, or the interactive coordinator's Lease."""
-    if env("TF_CLUSTER_LEADER_LEASE"):
-        return "the notebook coordinator (Lease %s)" % env("TF_CLUSTER_LEADER_LEASE")
+    """What this task watches, for the log: the leading Job, or the interactive coordinator's heartbeat."""
+    if env("TF_CLUSTER_HEARTBEAT"):
+        return "the notebook coordinator (ConfigMap %s)" % env("TF_CLUSTER_HEARTBEAT")
     return "Job %s" % (env("TF_CLUSTER_LEADER_JOB") or "leader")
 
 
@@ -268,7 +263,7 @@ def leader_condition_or_empty():
 
 def watch_leader(poll, on_finished, stop_event):
     job = leader_name()
-    if env("TF_CLUSTER_LEADER_LEASE"):
+    if env("TF_CLUSTER_HEARTBEAT"):
         log("will stop when %s says done, or after %ss without its heartbeat (%ss until a kernel first "
             "connects); checked every %ss" % (job, env("TF_CLUSTER_HEARTBEAT_TIMEOUT", "300"),
                                               env("TF_CLUSTER_START_TIMEOUT", "3600"), poll))

@@ -10,10 +10,11 @@ In a notebook (the chart's `notebook.coordinator: true`, strategy parameterServe
     ...                         # ParameterServerStrategy + ClusterCoordinator, as usual
     session.done()              # the servers stop (their Jobs complete)
 
-`connect()` renews the Lease named like the chief Job every few seconds from a daemon
-thread: while the kernel lives, the servers serve it. `done()` marks the Lease done; a kernel
+`connect()` renews a heartbeat in the ConfigMap named like the chief Job every few seconds from a
+daemon thread: while the kernel lives, the servers serve it. `done()` marks it done; a kernel
 that dies (or is culled) stops renewing it, and the servers stop on their own after
-`notebook.heartbeatTimeoutSeconds` (launcher.py, lease_condition).
+`notebook.heartbeatTimeoutSeconds` (launcher.py, heartbeat_condition). A ConfigMap, not a Lease:
+Argo CD never syncs Leases (they are in its built-in resource exclusions).
 
 In the notebook pod's init container:
 
@@ -39,7 +40,6 @@ import urllib.error
 
 import launcher
 
-DONE_ANNOTATION = launcher.DONE_ANNOTATION
 EXAMPLES = "/opt/tf-cluster/notebooks"
 
 
@@ -58,16 +58,16 @@ def micro_time(t=None):
     return d.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def lease_path():
-    name = env("TF_CLUSTER_LEADER_LEASE")
+def heartbeat_path():
+    name = env("TF_CLUSTER_HEARTBEAT")
     if not name:
-        raise RuntimeError("TF_CLUSTER_LEADER_LEASE is not set: this notebook is not the coordinator of a "
+        raise RuntimeError("TF_CLUSTER_HEARTBEAT is not set: this notebook is not the coordinator of a "
                            "tf-cluster release (set notebook.coordinator=true with strategy parameterServer)")
-    return "/apis/coordination.k8s.io/v1/namespaces/%s/leases/%s" % (env("TF_CLUSTER_NAMESPACE", "default"), name)
+    return "/api/v1/namespaces/%s/configmaps/%s" % (env("TF_CLUSTER_NAMESPACE", "default"), name)
 
 
 class Session:
-    """The kernel's hold on the servers: a heartbeat on the coordinator's Lease."""
+    """The kernel's hold on the servers: a heartbeat in the coordinator's ConfigMap."""
 
     def __init__(self, interval=None):
         self.interval = float(interval or env("TF_CLUSTER_HEARTBEAT_SECONDS", "10"))
@@ -75,19 +75,15 @@ class Session:
         self.stopped = threading.Event()
         self.last_error = None
         self.beats = 0
-        self._beat(first=True)  # fails loudly here, in the cell, when the Lease cannot be written
+        self._beat(first=True)  # fails loudly here, in the cell, when the heartbeat cannot be written
         self.thread = threading.Thread(target=self._run, name="tf-cluster-heartbeat", daemon=True)
         self.thread.start()
 
     def _beat(self, first=False):
-        spec = {"holderIdentity": self.identity, "renewTime": micro_time(),
-                "leaseDurationSeconds": int(float(env("TF_CLUSTER_HEARTBEAT_TIMEOUT", "300")))}
-        if first:
-            spec["acquireTime"] = spec["renewTime"]
-        body = {"spec": spec}
+        data = {"holderIdentity": self.identity, "renewTime": micro_time()}
         if first:  # a new session: clear a done mark a previous kernel of this run left
-            body["metadata"] = {"annotations": {DONE_ANNOTATION: None}}
-        launcher.api(lease_path(), method="PATCH", body=body)
+            data.update(acquireTime=data["renewTime"], done=None)
+        launcher.api(heartbeat_path(), method="PATCH", body={"data": data})
         self.beats += 1
 
     def _run(self):
@@ -103,9 +99,8 @@ class Session:
     def done(self):
         """Tell the ps and worker servers this session is over: they stop and their Jobs complete."""
         self.stopped.set()
-        launcher.api(lease_path(), method="PATCH",
-                     body={"metadata": {"annotations": {DONE_ANNOTATION: micro_time()}},
-                           "spec": {"holderIdentity": None}})
+        launcher.api(heartbeat_path(), method="PATCH",
+                     body={"data": {"done": micro_time(), "holderIdentity": None}})
         say("session done: the ps and worker servers stop within %ss" % env("TF_CLUSTER_POLL_SECONDS", "5"))
 
     def __repr__(self):

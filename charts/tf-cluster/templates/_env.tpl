@@ -102,13 +102,14 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- end -}}
 
 {{/* With an interactive coordinator (notebook.coordinator), what the servers and the notebook need
-     to find its Lease (named like the chief Job) and its time limits; else nothing. JSON list. */}}
+     to find its heartbeat (the ConfigMap named like the chief Job) and its time limits; else
+     nothing. JSON list. */}}
 {{- define "tf-cluster.coordinatorEnv" -}}
 {{- $env := list -}}
 {{- if include "tf-cluster.coordinatorInNotebook" . -}}
 {{- $n := .Values.notebook -}}
 {{- $env = list
-  (dict "name" "TF_CLUSTER_LEADER_LEASE" "value" (include "tf-cluster.jobName" (dict "context" . "role" "chief")))
+  (dict "name" "TF_CLUSTER_HEARTBEAT" "value" (include "tf-cluster.jobName" (dict "context" . "role" "chief")))
   (dict "name" "TF_CLUSTER_START_TIMEOUT" "value" (toString $n.startTimeoutSeconds))
   (dict "name" "TF_CLUSTER_HEARTBEAT_TIMEOUT" "value" (toString $n.heartbeatTimeoutSeconds)) -}}
 {{- end -}}

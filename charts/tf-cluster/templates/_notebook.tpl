@@ -25,7 +25,7 @@ The notebook's settings (templates/notebook.yaml): its image, root directory and
 {{- end -}}
 
 {{/* The notebook container's environment, as a JSON list: the release's TF_CONFIG as the chief's
-     (with notebook.coordinator), the Lease and its limits, the shared volumes' paths, TensorBoard's
+     (with notebook.coordinator), its heartbeat ConfigMap and its limits, the shared volumes' paths, TensorBoard's
      link, the token file; then the top-level `env` and `notebook.env` (a name set there wins). */}}
 {{- define "tf-cluster.notebookEnv" -}}
 {{- $v := .Values -}}

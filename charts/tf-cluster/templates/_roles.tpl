@@ -50,7 +50,7 @@ merged key by key, the role's keys winning. Usage:
 {{- end -}}
 
 {{/* "true" when the notebook's kernel is the cluster's chief (notebook.coordinator): the chief then
-     has no Job; its address is the notebook pod's, and the servers watch its Lease instead. */}}
+     has no Job; its address is the notebook pod's, and the servers watch its heartbeat instead. */}}
 {{- define "tf-cluster.coordinatorInNotebook" -}}
 {{- if and .Values.notebook.enabled .Values.notebook.coordinator -}}true{{- end -}}
 {{- end -}}

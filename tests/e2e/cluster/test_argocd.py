@@ -343,3 +343,76 @@ def test_argocd_syncs_the_chart_from_an_oci_registry(app_factory, oci_chart, ns)
     assert st["sync"]["revision"] == CHART, st["sync"]
     assert app.jobs() and {j.status.succeeded for j in app.batch.list_namespaced_job(ns).items} == {2}
     say(f"OCI source {oci_chart['repoURL']}/tf-cluster:{CHART} -> Healthy in {time.monotonic() - app.t0:.1f}s")
+
+
+def test_argocd_keeps_the_notebook_in_sync_with_its_token_and_heartbeat(app_factory, api, ns):
+    """The notebook under Argo CD (values-examples/notebook-coordinator.yaml): the chart renders the
+    token's Secret and the coordinator's heartbeat ConfigMap without data; the notebook pod then
+    stores a token in the one and a kernel renews the other. Neither write may make the Application
+    OutOfSync, nor may self-heal wipe them: >= 10 reconciliations with one sync, the token
+    unchanged, while a coordinator renews its heartbeat (and the servers keep serving it)."""
+    import base64
+
+    values = deep_merge(
+        yaml.safe_load((EX / "notebook-coordinator.yaml").read_text()),
+        deep_merge(
+            yaml.safe_load(SMALL.read_text()),
+            {
+                "notebook": {"resources": {"requests": {"cpu": "100m", "memory": "512Mi"}}},
+                "tensorboard": {"resources": {"requests": {"cpu": "10m", "memory": "128Mi"}}},
+            },
+        ),
+    )
+    app = app_factory(values)
+    secret = "train-tf-cluster-notebook"
+
+    def token() -> str:
+        data = app.core.read_namespaced_secret(secret, ns).data or {}
+        return base64.b64decode(data.get("token", "")).decode()
+
+    def notebook_ready(st) -> bool:
+        return st.get("sync", {}).get("status") == "Synced" and any(
+            r["kind"] == "Deployment"
+            and r["name"].endswith("-notebook")
+            and r.get("health", {}).get("status") == "Healthy"
+            for r in st.get("resources", [])
+        )
+
+    app.wait("Synced with the notebook Deployment Healthy", notebook_ready)
+    first = token()
+    assert len(first) == 48, "the notebook pod stored its token in the chart's data-less Secret"
+    # a kernel-side heartbeat, as tf_cluster_notebook.connect() in a notebook makes it, for the whole check
+    heartbeat = subprocess.Popen(
+        [
+            str(ROOT / ".tools/bin/kubectl"), "--kubeconfig", KUBECONFIG, "-n", ns, "exec",
+            "deploy/train-tf-cluster-notebook", "-c", "notebook", "--", "python3", "-c",
+            "import time, tf_cluster_notebook as t; s = t.connect(interval=2); time.sleep(90)",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+        st = app.status()
+        reconciled, t = {st.get("reconciledAt")}, time.monotonic()
+        while len(reconciled) < 11:
+            assert time.monotonic() - t < 240, f"only {len(reconciled)} reconciliations in 240 s"
+            st = app.status()
+            assert st["sync"]["status"] == "Synced", st.get("resources")
+            reconciled.add(st.get("reconciledAt"))
+            time.sleep(1)
+        (beat,) = [r for r in st["resources"] if r["kind"] == "ConfigMap" and "-chief-" in r["name"]]
+        assert beat.get("status") == "Synced", beat
+        holder = (app.core.read_namespaced_config_map(beat["name"], ns).data or {}).get("holderIdentity", "")
+        assert "/kernel-" in holder, f"no coordinator renewed the heartbeat during the check: {holder!r}"
+        assert all(v is None for v in (j.status.succeeded for j in app.batch.list_namespaced_job(ns).items)), (
+            "the servers stopped while the kernel's heartbeat was renewed"
+        )
+        syncs = len(st.get("history") or [])
+        assert syncs == 1 and token() == first, (syncs, "token changed" if token() != first else "")
+        say(
+            f"notebook under Argo CD: {len(reconciled) - 1} reconciliations in {time.monotonic() - t:.0f}s, "
+            f"{syncs} sync, Secret's token kept, heartbeat renewed by {holder} and still Synced"
+        )
+    finally:
+        heartbeat.kill()

@@ -17,7 +17,7 @@ import socket
 from pathlib import Path
 
 from .config import BRIDGE, CILIUM_DIR, CILIUM_VERSION, GATEWAY, KUBECONFIG, NODE, POD_CIDR, STATE
-from .proc import NodeError, kubectl, node_ip, say, sh, start, stop, wait_for
+from .proc import NodeError, kubectl, node_ip, pid_of, say, sh, start, stop, wait_for
 
 RUN = Path("/var/run/cilium")  # the agent's state; cilium-cni finds the agent's API socket here
 SOCK = RUN / "cilium.sock"
@@ -79,8 +79,9 @@ def up_policy_engine() -> None:
         link.unlink(missing_ok=True)
         link.symlink_to(found)
     kubectl("apply", "--server-side", "--force-conflicts", "-f", CILIUM_DIR / "crds")
-    for old in DROP_LOG.parent.glob(f"{DROP_LOG.stem}*"):  # this node's drops only (and rotated ones)
-        old.unlink()
+    if not pid_of("cilium-agent"):  # a running agent writes to it: removing it would lose its drops
+        for old in DROP_LOG.parent.glob(f"{DROP_LOG.stem}*"):  # this node's drops only (and rotated ones)
+            old.unlink()
     start(
         "cilium-agent",
         [
