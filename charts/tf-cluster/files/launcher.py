@@ -422,7 +422,10 @@ def run(argv):
     stop_event.set()
     echo.join(5)
     if outcome.get("leader") == "Complete":
-        log("%s is done; task stopped (exit 0)" % leader_name())
+        if env("TF_CLUSTER_HEARTBEAT"):
+            log("%s is done; task stopped (exit 0)" % leader_name())
+        else:
+            log("leading Job completed; task stopped (exit 0)")
         return 0
     if outcome.get("leader") == ABANDONED:
         log("%s is gone; task stopped (exit 0): reinstall or upgrade the release (a new run) to serve "
