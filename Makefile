@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 EXAMPLE ?= values-examples/mwms-cpu.yaml
 PYTEST_ARGS ?=
 
-.PHONY: help setup check check-all test lint golden test-image image notebook-image e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench package publish release clean
+.PHONY: help setup check check-all test lint golden test-image image notebook-image kind-node-image kind-smoke e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench package publish release clean
 .DEFAULT_GOAL := help
 
 help:  ## this list of targets
@@ -40,9 +40,10 @@ check:  ## what CI runs: `make test`, then the real-node scenarios (`make e2e`),
 	$(MAKE) test MARK="not extended"
 	$(MAKE) e2e MARK="not extended"
 
-check-all:  ## `make check` with the extended scenarios too (every test; ~10 min more)
+check-all:  ## `make check` with the extended scenarios too, and `tf-cluster smoke --kind` on kind (every test; ~15 min more)
 	$(MAKE) test
 	$(MAKE) e2e
+	$(MAKE) kind-smoke
 
 e2e-bins:  ## kube-apiserver $(K8S_API_VERSION) built from the Kubernetes Go modules (cached; ~5 min cold) + Debian's etcd
 	@bash tests/e2e/apiserver/build.sh $(K8S_BIN)
@@ -75,6 +76,13 @@ image: setup  ## build the CPU trainer image; without a registry, make the Debia
 	@bash images/base/install-builder.sh
 	@if [ "$(BASE)" = "localhost/tf-cluster-base:bookworm" ]; then bash images/base/make-base.sh podman $(BASE); fi
 	$(VENV)/bin/tf-cluster build --variant cpu --base $(BASE)
+
+kind-node-image:  ## a kind v0.33.0 node image for Kubernetes 1.37.2 made here, no registry (tests/e2e/kind/; cached, ~3 min cold)
+	@bash tests/e2e/kind/build-node-image.sh
+
+RUNS ?= 1
+kind-smoke: image  ## `tf-cluster smoke --kind` from no cluster to a deleted one, via kind's podman provider (root; RUNS=3)
+	RUNS=$(RUNS) bash tests/e2e/kind/smoke.sh
 
 notebook-image: image  ## the notebook image: the CPU trainer + JupyterLab + the example notebooks (images/notebooks/)
 	$(VENV)/bin/tf-cluster build --variant cpu --notebook --base $(BASE)

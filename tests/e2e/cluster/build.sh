@@ -4,7 +4,7 @@
 # Debian. Nothing is downloaded from outside the package registries.
 # Cached outside the repo: a second run only checks that the binaries are there.
 #   tests/e2e/cluster/build.sh [component ...]    (default: all)
-#   components: kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns
+#   components: kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy (kubeadm kubectl: the kind node image) coredns
 #               local-path-provisioner pause etcd debs (etcd, containerd, runc, CNI, iptables, conntrack)
 #               argocd (Argo CD: one binary with the two components the node runs + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)
 #               registry (the CNCF distribution OCI registry, from its Go module; into $REGISTRY_DIR)
@@ -43,7 +43,7 @@ apt_install() {  # Debian packages, as root; retried once after `apt-get update`
 k8s=(); other=()
 for c in "${want[@]}"; do
   case $c in
-    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy) [ -x "$out/$c" ] || k8s+=("$c");;
+    kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubeadm|kubectl) [ -x "$out/$c" ] || k8s+=("$c");;
     coredns|local-path-provisioner|pause|etcd|debs|argocd|registry|cilium|browser) other+=("$c");;
     *) log "unknown component '$c'"; exit 2;;
   esac

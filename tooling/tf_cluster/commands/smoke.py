@@ -11,6 +11,7 @@ of what failed, `helm uninstall` (unless --keep).
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import tempfile
@@ -52,12 +53,25 @@ def add_parser(sub) -> None:
     p.add_argument("--keep", action="store_true", help="leave the release (and namespace) installed")
     p.add_argument("--image", help="[--kind] use this image instead of building one (must be loadable by kind)")
     p.add_argument(
+        "--base",
+        default=os.environ.get("TF_CLUSTER_BASE_IMAGE", images.DEFAULT_BASE),
+        help=f"[--kind] base image of the image it builds (default $TF_CLUSTER_BASE_IMAGE or {images.DEFAULT_BASE}; "
+        "without a registry: images/base/make-base.sh, as `make image` does)",
+    )
+    p.add_argument(
         "--requirements",
         type=Path,
         metavar="FILE",
         help="[--kind] pip requirements your program needs, baked into the image it builds",
     )
     p.add_argument("--delete-cluster", action="store_true", help="[--kind] delete the kind cluster at the end")
+    p.add_argument(
+        "--kind-node-image",
+        default=os.environ.get("TF_CLUSTER_KIND_NODE_IMAGE"),
+        help="[--kind] node image of a cluster it creates (kind's --image; default kind's own, or "
+        "$TF_CLUSTER_KIND_NODE_IMAGE; without a registry: tests/e2e/kind/build-node-image.sh makes one)",
+    )
+    p.add_argument("--kind-config", type=Path, help="[--kind] kind cluster config of a cluster it creates (--config)")
     p.set_defaults(func=run)
 
 
@@ -77,31 +91,39 @@ def sh(argv: list, say: Step, what: str, capture: bool = True) -> str:
 
 
 # ------------------------------------------------------------------ kind-only steps
-def kind_up(name: str, say: Step) -> Path:
+def kind_up(name: str, say: Step, node_image: str | None = None, config: Path | None = None) -> Path:
     exe = shutil.which("kind")
     if not exe:
         raise ToolMissing("kind not found: install it (https://kind.sigs.k8s.io) or use --kubeconfig")
     if name in sh([exe, "get", "clusters"], say, "kind get clusters").split():
         say(f"reusing kind cluster {name}")
     else:
-        say(f"creating kind cluster {name} (about a minute)")
-        sh([exe, "create", "cluster", "--name", name, "--wait", "180s"], say, "kind create cluster", capture=False)
+        say(f"creating kind cluster {name} (about a minute){f' from {node_image}' if node_image else ''}")
+        argv = [exe, "create", "cluster", "--name", name, "--wait", "180s"]
+        argv += ["--image", node_image] if node_image else []
+        argv += ["--config", str(config)] if config else []
+        t = time.monotonic()
+        sh(argv, say, "kind create cluster", capture=False)
+        say(f"kind cluster {name} created in {time.monotonic() - t:.0f}s")
     kubeconfig = ROOT / "build" / f"kind-{name}.kubeconfig"
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
     kubeconfig.write_text(sh([exe, "get", "kubeconfig", "--name", name], say, "kind get kubeconfig"))
     return kubeconfig
 
 
-def kind_load(name: str, image: str | None, say: Step, requirements: Path | None = None) -> str:
+def kind_load(
+    name: str, image: str | None, say: Step, requirements: Path | None = None, base: str = images.DEFAULT_BASE
+) -> str:
     """Build the CPU image (unless given; with `requirements` baked in) and load it into the kind
     nodes; returns the image reference."""
     from . import build
 
     if not image:
-        ctx = images.assemble("cpu", extra_requirements=requirements)
+        ca_bundle = build.default_ca_bundle()  # as `tf-cluster build`: pip trusts it through a build secret
+        ctx = images.assemble("cpu", base=base, extra_requirements=requirements, ca_secret=bool(ca_bundle))
         builder = build.detect_builder()
         say(f"building {ctx.pinned_image} with {builder}")
-        build.stream(build.build_argv(builder, ctx, build.default_ca_bundle()), f"{builder} build")
+        build.stream(build.build_argv(builder, ctx, ca_bundle), f"{builder} build")
         image = ctx.pinned_image
         if builder == "podman":  # podman names it localhost/<repo>: load that exact name
             image = f"localhost/{image}"
@@ -141,8 +163,10 @@ def run(args) -> int:
     if args.requirements and not args.requirements.is_file():
         raise UsageError(f"--requirements {args.requirements}: no such file")
     if args.kind:
-        args.kubeconfig = kind_up(args.kind, say)
-        image = kind_load(args.kind, args.image, say, args.requirements)
+        if args.kind_config and not args.kind_config.is_file():
+            raise UsageError(f"--kind-config {args.kind_config}: no such file")
+        args.kubeconfig = kind_up(args.kind, say, args.kind_node_image, args.kind_config)
+        image = kind_load(args.kind, args.image, say, args.requirements, args.base)
         repo, tag = image.rsplit(":", 1)
         values = values.plus(Values(set=(f"image.repository={repo}", f"image.tag={tag}")))
     elif not Path(args.kubeconfig).is_file():
