@@ -122,7 +122,10 @@ def test_a_tuner_killed_mid_study_resumes_keeping_finished_trials_and_ends_with_
     assert len(tune.counted(study)) == 3, after  # exactly maxTrials, the interrupted one not counted
     assert study.user_attrs[tune.INTERRUPTED] == killed
     rerun = [t for t in study.trials if t.user_attrs.get("rerun_of") == killed[0]]
-    assert len(rerun) == 1 and rerun[0].params == before[killed[0]][2] and rerun[0].state.name == "COMPLETE"
+    # re-run with the parameters the killed trial had drawn; a kill between two of its suggestions
+    # leaves some undrawn, which the re-run draws afresh (seen in CI: killed before `optimizer`)
+    assert len(rerun) == 1 and rerun[0].state.name == "COMPLETE"
+    assert before[killed[0]][2].items() <= rerun[0].params.items(), (before[killed[0]][2], rerun[0].params)
     assert "(+1 interrupted, run again)" in printed
 
 
