@@ -77,12 +77,14 @@ image: setup  ## build the CPU trainer image; without a registry, make the Debia
 	@if [ "$(BASE)" = "localhost/tf-cluster-base:bookworm" ]; then bash images/base/make-base.sh podman $(BASE); fi
 	$(VENV)/bin/tf-cluster build --variant cpu --base $(BASE)
 
+# the kind node's Kubernetes: the e2e node's (tests/e2e/cluster/node/config.py)
+NODE_K8S_VERSION := 1.37.2
 kind-node-image:  ## a kind v0.33.0 node image for Kubernetes 1.37.2 made here, no registry (tests/e2e/kind/; cached, ~3 min cold)
-	@bash tests/e2e/kind/build-node-image.sh
+	@K8S_VERSION=$(NODE_K8S_VERSION) bash tests/e2e/kind/build-node-image.sh
 
 RUNS ?= 1
 kind-smoke: image  ## `tf-cluster smoke --kind` from no cluster to a deleted one, via kind's podman provider (root; RUNS=3)
-	RUNS=$(RUNS) bash tests/e2e/kind/smoke.sh
+	RUNS=$(RUNS) K8S_VERSION=$(NODE_K8S_VERSION) bash tests/e2e/kind/smoke.sh
 
 notebook-image: image  ## the notebook image: the CPU trainer + JupyterLab + the example notebooks (images/notebooks/)
 	$(VENV)/bin/tf-cluster build --variant cpu --notebook --base $(BASE)

@@ -52,7 +52,9 @@ log "kind: $("$CACHE/kind" version); source $KIND_SRC"
 
 # ---------------------------------------------------------------- 2. Go binaries
 step "Go binaries (kubeadm, kubectl, crictl, etcd, coredns)"
-TF_CLUSTER_E2E_BIN="$K8S_BIN" K8S_VERSION="$K8S_VERSION" "${NICE[@]}" bash "$here/../cluster/build.sh" kubeadm kubectl >/dev/null  # as the node harness builds the rest
+# the node harness's components (cached: built by `make e2e` already, else here) + kubeadm and kubectl
+TF_CLUSTER_E2E_BIN="$K8S_BIN" K8S_VERSION="$K8S_VERSION" "${NICE[@]}" bash "$here/../cluster/build.sh" \
+  kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm kubectl pause local-path-provisioner >/dev/null
 for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm kubectl pause local-path-provisioner; do
   [ -x "$K8S_BIN/$c" ] || { log "missing $K8S_BIN/$c: run tf-cluster's tests/e2e/cluster/build.sh first"; exit 1; }
 done
