@@ -243,3 +243,12 @@ def test_api_times_parse_with_and_without_fractions(launcher):
     assert launcher.parse_time("1970-01-01T00:00:10Z") == 10
     assert launcher.parse_time("1970-01-01T00:00:10.250000Z") == pytest.approx(10.25)
     assert launcher.parse_time("") is None and launcher.parse_time("yesterday") is None
+
+
+def test_user_env_keeps_its_order_and_notebook_env_wins_as_a_roles_env_does():
+    top = [{"name": "A", "value": "a"}, {"name": "B", "value": "$(A)-b"}, {"name": "HOME", "value": "/work"}]
+    docs = render({**values(env=[{"name": "B", "value": "nb"}]), "env": top})
+    (nb,) = named(docs, "Deployment", "-notebook")["spec"]["template"]["spec"]["containers"]
+    names = [e["name"] for e in nb["env"]]
+    assert names[-3:] == ["A", "HOME", "B"]  # top-level in order (B moved to notebook.env's), then notebook.env
+    assert env_of(nb)["B"] == "nb" and env_of(nb)["HOME"] == "/work" and names.count("HOME") == 1

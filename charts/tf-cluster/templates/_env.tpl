@@ -13,10 +13,6 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- $roleName := .role -}}
 {{- $r := dict "context" $ctx "role" $roleName -}}
 {{- $traits := include "tf-cluster.traits" $r | fromJson -}}
-{{- $roleEnv := default list .spec.env -}}
-{{- $userEnv := concat (default list $v.env) $roleEnv -}}
-{{- $userNames := dict -}}
-{{- range $userEnv -}}{{- $_ := set $userNames .name true -}}{{- end -}}
 {{- $leader := include "tf-cluster.leaderRole" $ctx -}}
 {{- $env := list
   (dict "name" "TF_TASK_INDEX" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-completion-index']")))
@@ -59,19 +55,29 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- $env = append $env (dict "name" "CHIEF_HOSTS" "value" (include "tf-cluster.hostList" (dict "context" $ctx "role" "chief"))) -}}
 {{- end -}}
 {{- end -}}
+{{- $merge := dict "chart" $env "keep" (list "TF_TASK_INDEX") "top" $v.env "own" .spec.env -}}
+{{- include "tf-cluster.withUserEnv" $merge | fromJsonArray | toYaml -}}
+{{- end -}}
+
+{{/* The chart's env entries under the user's, as a JSON list (no duplicate names: Helm 4 rejects
+     them): the chart's entries whose name the user does not set (those in `keep` always stay), then
+     the top-level `env` minus the names `own` sets, then `own` (a role's `env`, `notebook.env`).
+     Usage: include "tf-cluster.withUserEnv" (dict "chart" LIST "keep" LIST "top" LIST "own" LIST) */}}
+{{- define "tf-cluster.withUserEnv" -}}
+{{- $own := default list .own -}}
+{{- $top := default list .top -}}
+{{- $userNames := dict -}}
+{{- range (concat $top $own) -}}{{- $_ := set $userNames .name true -}}{{- end -}}
+{{- $ownNames := dict -}}
+{{- range $own -}}{{- $_ := set $ownNames .name true -}}{{- end -}}
 {{- $out := list -}}
-{{- range $env -}}
-{{- if or (eq .name "TF_TASK_INDEX") (not (hasKey $userNames .name)) -}}
-{{- $out = append $out . -}}
+{{- range .chart -}}
+{{- if or (has .name (default list $.keep)) (not (hasKey $userNames .name)) -}}{{- $out = append $out . -}}{{- end -}}
 {{- end -}}
+{{- range $top -}}
+{{- if not (hasKey $ownNames .name) -}}{{- $out = append $out . -}}{{- end -}}
 {{- end -}}
-{{- $roleNames := dict -}}
-{{- range $roleEnv -}}{{- $_ := set $roleNames .name true -}}{{- end -}}
-{{- range (default list $v.env) -}}
-{{- if not (hasKey $roleNames .name) -}}{{- $out = append $out . -}}{{- end -}}
-{{- end -}}
-{{- $out = concat $out $roleEnv -}}
-{{- toYaml $out -}}
+{{- toJson (concat $out $own) -}}
 {{- end -}}
 
 {{/* Where the shared volumes and the code are, as a JSON list of env entries (training pods and

@@ -26,7 +26,8 @@ The notebook's settings (templates/notebook.yaml): its image, root directory and
 
 {{/* The notebook container's environment, as a JSON list: the release's TF_CONFIG as the chief's
      (with notebook.coordinator), its heartbeat ConfigMap and its limits, the shared volumes' paths, TensorBoard's
-     link, the token file; then the top-level `env` and `notebook.env` (a name set there wins). */}}
+     link, the token file; then the top-level `env` and `notebook.env`, merged as a role's env is
+     (_env.tpl "tf-cluster.withUserEnv": a name the user sets wins, notebook.env over env). */}}
 {{- define "tf-cluster.notebookEnv" -}}
 {{- $v := .Values -}}
 {{- $coordinator := include "tf-cluster.coordinatorInNotebook" . -}}
@@ -53,16 +54,5 @@ The notebook's settings (templates/notebook.yaml): its image, root directory and
 {{- $env = append $env (dict "name" "TF_CONFIG" "value" (include "tf-cluster.tfConfig" (dict "context" . "role" "chief"))) -}}
 {{- end -}}
 {{- $env = concat $env (include "tf-cluster.storageEnv" . | fromJsonArray) -}}
-{{- $user := concat (default list $v.env) (default list $v.notebook.env) -}}
-{{- $names := dict -}}
-{{- range $user -}}{{- $_ := set $names .name true -}}{{- end -}}
-{{- $out := list -}}
-{{- range $env -}}
-{{- if not (hasKey $names .name) -}}{{- $out = append $out . -}}{{- end -}}
-{{- end -}}
-{{- $seen := dict -}}
-{{- range (reverse $user) -}}
-{{- if not (hasKey $seen .name) -}}{{- $_ := set $seen .name true -}}{{- $out = append $out . -}}{{- end -}}
-{{- end -}}
-{{- toJson $out -}}
+{{- include "tf-cluster.withUserEnv" (dict "chart" $env "top" $v.env "own" $v.notebook.env) -}}
 {{- end -}}

@@ -140,6 +140,11 @@ def tensorboard_scalars(url: str) -> list:
         return []
 
 
+def in_notebook(ns: str, release: str, *argv: str) -> str:
+    """A command in the release's notebook container (kubectl exec), its output."""
+    return kubectl("-n", ns, "exec", f"deploy/{release}-tf-cluster-notebook", "-c", "notebook", "--", *argv)
+
+
 def heartbeat_of(ns: str) -> dict:
     """The coordinator's heartbeat: the data of the ConfigMap named like the chief Job."""
     maps = yaml.safe_load(kubectl("-n", ns, "get", "configmaps", "-o", "yaml"))["items"]
@@ -347,17 +352,7 @@ def test_notebook_trains_on_the_release_in_a_browser_and_tensorboard_shows_it(ap
         f"{release}-tf-cluster-worker",
     ]
     say(f"servers stopped after session.done(): {states}")
-    model = kubectl(
-        "-n",
-        ns,
-        "exec",
-        f"deploy/{release}-tf-cluster-notebook",
-        "-c",
-        "notebook",
-        "--",
-        "ls",
-        "/mnt/checkpoints/model/notebook",
-    )
+    model = in_notebook(ns, release, "ls", "/mnt/checkpoints/model/notebook")
     assert "saved_model.pb" in model
 
 
@@ -409,18 +404,7 @@ def test_a_killed_kernel_stops_the_servers_within_the_bound_and_uninstall_remove
     time.sleep(2 * POLL)
     assert all(v == "running" for v in jobs_state(api, ns).values()), "servers stopped while the kernel lived"
     # the kernel dies (SIGKILL: no done(), no goodbye)
-    kubectl(
-        "-n",
-        ns,
-        "exec",
-        f"deploy/{release}-tf-cluster-notebook",
-        "-c",
-        "notebook",
-        "--",
-        "python3",
-        "-c",
-        KILL_KERNEL,
-    )
+    in_notebook(ns, release, "python3", "-c", KILL_KERNEL)
     killed = time.monotonic()
     say(f"kernel killed; servers should stop within {HEARTBEAT_TIMEOUT}s + the {POLL}s poll")
     wait_for(
