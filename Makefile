@@ -6,16 +6,22 @@ export PATH := $(TOOLS):$(CURDIR)/$(VENV)/bin:$(PATH)
 PY    := $(VENV)/bin/python
 EXAMPLE ?= values-examples/mwms-cpu.yaml
 PYTEST_ARGS ?=
+# Each step records how long it took when $$TF_CLUSTER_TIMINGS names a file (make check sets it and
+# prints the table at the end: tooling/timings.py); otherwise it only runs the step.
+TIME  := python3 tooling/timings.py run
 
-.PHONY: help setup check check-all test lint golden test-image image notebook-image kind-node-image kind-smoke e2e-api e2e-bins e2e e2e-up e2e-down e2e-status demo render docs bench package publish release clean
+.PHONY: help setup setup-demo check check-all test lint golden test-image image notebook-image kind-node-image kind-smoke e2e-api e2e-bins e2e-images e2e e2e-up e2e-down e2e-status demo render tiers docs bench package publish release clean
 .DEFAULT_GOAL := help
 
 help:  ## this list of targets
 	@echo "tf-cluster: make <target>   (every target installs what it needs)"
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-11s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-setup:  ## venv with pinned deps + pinned helm 4, helm 3, kubectl, helm-docs in .tools/bin
-	@python3 tooling/bootstrap.py
+setup:  ## venv with pinned deps + pinned helm 4, helm 3, kubectl, the linters and test tools in .tools/bin
+	@$(TIME) setup -- python3 tooling/bootstrap.py
+
+setup-demo:  ## only what `make demo` needs: the venv and Helm 4 (a fresh machine's first run)
+	@$(TIME) setup -- python3 tooling/bootstrap.py venv helm
 
 # The kube-apiserver suite runs the oldest Kubernetes the chart supports (kubeVersion >=1.29); the
 # real node the newest (tests/e2e/cluster/node/config.py, NODE_K8S_VERSION: 1.37.2).
@@ -26,30 +32,49 @@ export K8S_VERSION := $(K8S_API_VERSION)
 
 MARK ?=
 test: setup lint e2e-bins  ## lint, then the whole suite: chart (Helm 4 and 3), launcher, real TensorFlow, real kube-apiserver
-	$(PY) -m pytest tests --ignore=tests/image -rs -m "$(MARK)" $(PYTEST_ARGS)
+	$(TIME) pytest -- $(PY) -m pytest tests --ignore=tests/image -rs -m "$(MARK)" $(PYTEST_ARGS)
 
 lint: setup  ## ruff (lint + format check) and mypy, configured in pyproject.toml
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/mypy
+	$(TIME) lint -- bash -c '$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy'
 
 golden: setup  ## re-render tests/golden/renders (every example, tests/golden/cases, defaults); review with git diff
 	$(PY) tests/golden/update.py
 
-check:  ## what CI runs: `make test`, then the real-node scenarios (`make e2e`), without the extended ones
-	$(MAKE) test MARK="not extended"
-	$(MAKE) e2e MARK="not extended"
+# CI's kube-apiserver suite runs on the node's Kubernetes (one build for both); make check-all
+# runs it on the oldest supported one as well. The node's components (Go builds: CPU) and the
+# images (downloads mostly) are built in the background while `make test` runs; `make e2e` then
+# finds them built. Every step's time goes into build/timings.tsv, printed at the end.
+CHECK_ENV := TF_CLUSTER_TIMINGS=$(CURDIR)/build/timings.tsv
+BG_FAIL = { echo "[check] $(1) failed; the end of build/$(2).log:"; tail -40 build/$(2).log; rc=1; }
+check:  ## what CI runs: `make test`, then the real-node scenarios (`make e2e`), without the extended ones; ends with the timing table
+	@mkdir -p build && $(CHECK_ENV) python3 tooling/timings.py start
+	@rc=0; \
+	  echo "[check] building the e2e node's components in the background (build/node-build.log)"; \
+	  $(CHECK_ENV) $(TIME) node-build -- env K8S_VERSION=$(NODE_K8S_VERSION) bash tests/e2e/cluster/build.sh \
+	    > build/node-build.log 2>&1 & nb=$$!; \
+	  $(CHECK_ENV) $(MAKE) --no-print-directory setup || rc=$$?; \
+	  if [ $$rc = 0 ]; then \
+	    echo "[check] building the trainer and notebook images in the background (build/images.log)"; \
+	    $(CHECK_ENV) $(TIME) images -- $(MAKE) --no-print-directory e2e-images > build/images.log 2>&1 & im=$$!; \
+	    $(CHECK_ENV) $(TIME) test -- $(MAKE) --no-print-directory test MARK="not extended" K8S_API_VERSION=$(NODE_K8S_VERSION) || rc=$$?; \
+	    echo "[check] waiting for the images and the node's components"; \
+	    wait $$im || $(call BG_FAIL,the image build,images); \
+	  fi; \
+	  wait $$nb || $(call BG_FAIL,the node's build,node-build); \
+	  if [ $$rc = 0 ]; then $(CHECK_ENV) $(TIME) e2e -- $(MAKE) --no-print-directory e2e MARK="not extended" || rc=$$?; fi; \
+	  $(CHECK_ENV) python3 tooling/timings.py report; exit $$rc
 
-check-all:  ## `make check` with the extended scenarios too, and `tf-cluster smoke --kind` on kind (every test; ~15 min more)
+check-all:  ## every test: `make test` (kube-apiserver 1.29), the same API suite on $(NODE_K8S_VERSION), `make e2e` with the extended scenarios, `make kind-smoke`
 	$(MAKE) test
+	$(MAKE) e2e-api K8S_API_VERSION=$(NODE_K8S_VERSION)
 	$(MAKE) e2e
 	$(MAKE) kind-smoke
 
 e2e-bins:  ## kube-apiserver $(K8S_API_VERSION) built from the Kubernetes Go modules (cached; ~5 min cold) + Debian's etcd
-	@bash tests/e2e/apiserver/build.sh $(K8S_BIN)
+	@$(TIME) kube-apiserver -- bash tests/e2e/apiserver/build.sh $(K8S_BIN)
 
 e2e-api: setup e2e-bins  ## only the kube-apiserver suite: install/upgrade/uninstall, RBAC, launcher API path
-	$(PY) -m pytest tests/e2e -rs $(PYTEST_ARGS)
+	$(PY) -m pytest tests/e2e/test_apiserver.py -rs $(PYTEST_ARGS)
 
 NODE := $(PY) tests/e2e/cluster/node
 KEEP ?=
@@ -62,14 +87,18 @@ e2e-down:  ## stop the node, remove its pods and state (built binaries and impor
 e2e-status:  ## is the e2e node up, and what runs on it
 	$(NODE) status
 
+e2e-images: setup  ## the image builder (Debian's podman/buildah), then the trainer and notebook images
+	@$(TIME) image-builder -- bash images/base/install-builder.sh
+	@$(MAKE) --no-print-directory notebook-image
+
 e2e: setup  ## build the trainer and notebook images and the node's binaries side by side, bring the node (+ Argo CD) up or reuse it, run the cluster and Argo CD scenarios, take it down unless KEEP=1
-	@bash images/base/install-builder.sh  # its apt-get first: the node's build installs Debian packages too
+	@$(TIME) image-builder -- bash images/base/install-builder.sh  # its apt-get first: the node's build installs Debian packages too
 	@# the image build waits mostly on downloads, the node's Go builds on the CPU: both at once
-	@$(NODE) build & b=$$!; $(MAKE) --no-print-directory notebook-image; i=$$?; wait $$b; n=$$?; \
+	@$(TIME) node-build -- $(NODE) build & b=$$!; $(TIME) images -- $(MAKE) --no-print-directory notebook-image; i=$$?; wait $$b; n=$$?; \
 	  [ $$i = 0 ] || exit $$i; [ $$n = 0 ] || exit $$n
-	$(NODE) up && TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) \
-	  $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 -m "$(MARK)" $(PYTEST_ARGS); \
-	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc
+	$(TIME) node-up -- $(NODE) up && TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) \
+	  $(TIME) pytest -- $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 -m "$(MARK)" $(PYTEST_ARGS); \
+	  rc=$$?; if [ -z "$(KEEP)" ]; then $(TIME) node-down -- $(NODE) down; fi; exit $$rc
 
 BASE ?= localhost/tf-cluster-base:bookworm
 image: setup  ## build the CPU trainer image; without a registry, make the Debian base locally first
@@ -92,11 +121,14 @@ notebook-image: image  ## the notebook image: the CPU trainer + JupyterLab + the
 test-image: image  ## run the example in containers from the built image
 	$(PY) -m pytest tests/image -rs $(PYTEST_ARGS)
 
-demo: setup  ## run the default example on this machine with real TensorFlow (no Kubernetes)
+demo: setup-demo  ## run the default example on this machine with real TensorFlow (no Kubernetes)
 	$(VENV)/bin/tf-cluster run-local -f $(EXAMPLE)
 
 render: setup  ## print every pod's TF_CONFIG for EXAMPLE
 	$(VENV)/bin/tf-cluster render -f $(EXAMPLE) --tf-config
+
+tiers: setup  ## regenerate docs/test-tiers.md: which tests .ci/run runs and which only make check-all (from pytest's collection)
+	$(PY) tests/tiers.py
 
 docs: setup  ## regenerate charts/tf-cluster/README.md from the values' `# --` comments
 	$(TOOLS)/helm-docs --chart-search-root charts --template-files README.md.gotmpl

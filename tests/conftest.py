@@ -36,3 +36,37 @@ def signing_keyrings(tmp_path_factory):
     pubring.write_bytes(subprocess.run(["gpg", "--batch", "--export"], env=env, check=True, capture_output=True).stdout)
     yield secring, pubring
     subprocess.run(["gpgconf", "--kill", "gpg-agent"], env=env, capture_output=True)  # the agent gpg started
+
+
+# ------------------------------------------------------------ where CI's minutes go
+# With $TF_CLUSTER_TIMINGS set (make check), each test module's time (setup + call + teardown of
+# its tests) goes into the timing record that `make check` prints at its end (tooling/timings.py).
+# Modules under TIMED_MODULE_SECONDS are summed into one line.
+TIMED_MODULE_SECONDS = 15.0
+_module_times: dict[str, list[float]] = {}  # module -> [seconds, first start]
+
+
+def pytest_runtest_logreport(report) -> None:
+    module = report.nodeid.split("::")[0]
+    spent = _module_times.setdefault(module, [0.0, report.start])
+    spent[0] += report.duration
+
+
+def pytest_sessionfinish(session) -> None:
+    if not os.environ.get("TF_CLUSTER_TIMINGS") or not _module_times:
+        return
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tooling"))
+    from timings import record
+
+    rest, rest_start, n = 0.0, None, 0
+    for module, (seconds, start) in _module_times.items():
+        if seconds >= TIMED_MODULE_SECONDS:
+            record(module, seconds, start)
+        else:
+            rest, n = rest + seconds, n + 1
+            rest_start = start if rest_start is None else min(rest_start, start)
+    if n:
+        record(f"{n} modules under {TIMED_MODULE_SECONDS:.0f} s each", rest, rest_start or 0.0)

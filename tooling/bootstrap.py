@@ -34,6 +34,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from timings import phase  # tooling/timings.py, stdlib only like this file
+
 ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 TOOLS = ROOT / ".tools" / "bin"
@@ -395,29 +397,57 @@ def install_venv() -> None:
     log("virtualenv ready")
 
 
+PARTS = {  # what `bootstrap.py PART ...` installs; no argument: all of them (make setup)
+    "venv": "the virtualenv with the pinned Python packages (TensorFlow CPU + tf-keras)",
+    "helm": "Helm 4 (what the tf-cluster command and the chart's users run)",
+    "helm3": "Helm 3 (the chart is tested under both)",
+    "kubectl": "kubectl (cluster tests, the node harness)",
+    "linters": "helm-docs, kubeconform, kube-score, helm-unittest, psscheck, Checkov (make test / lint)",
+}
+# `make demo` needs only these: a fresh machine reaches its first epoch without the test tools
+DEMO_PARTS = ("venv", "helm")
+
+
 def main(argv: list[str]) -> int:
-    only = set(argv) or {"venv", "tools"}
+    unknown = [a for a in argv if a not in PARTS]
+    if unknown:
+        print(
+            f"[setup] error: unknown part {', '.join(unknown)}; choose from: "
+            + "; ".join(f"{k} ({v})" for k, v in PARTS.items()),
+            file=sys.stderr,
+        )
+        return 2
+    only = set(argv) or set(PARTS)
 
     def pip_installs() -> None:  # downloads mostly: run beside the Go builds, which use the CPU
         if "venv" in only:
-            install_venv()
-        if "tools" in only:
-            install_checkov()
+            with phase("venv"):
+                install_venv()
+        if "linters" in only:
+            with phase("checkov"):
+                install_checkov()
 
     TOOLS.mkdir(parents=True, exist_ok=True)
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
         pip = pool.submit(pip_installs)
         try:
-            if "tools" in only:
-                for name, (module, version) in HELM_BUILDS.items():
-                    install_helm(name, module, version)
+            for name, (module, version) in HELM_BUILDS.items():
+                if name in only:
+                    with phase(f"{name} {version}"):
+                        install_helm(name, module, version)
+            if "kubectl" in only:
                 for tool in TOOL_LIST:
-                    install_tool(tool)
+                    with phase(f"{tool.name} {tool.version}"):
+                        install_tool(tool)
+            if "linters" in only:
                 for name, module in GO_TOOLS.items():
-                    install_go_tool(name, module)
+                    with phase(f"{name}"):
+                        install_go_tool(name, module)
                 for name, build in GO_MODULE_BUILDS.items():
-                    install_go_module_build(name, *build)
-                install_psscheck()
+                    with phase(f"{name}"):
+                        install_go_module_build(name, *build)
+                with phase("psscheck"):
+                    install_psscheck()
             pip.result()
         except BootstrapError as e:
             print(f"[setup] error: {e}", file=sys.stderr)

@@ -41,3 +41,14 @@ def test_every_value_is_documented():
 
     missing = [k for k in leaves(values) if f"| {k} |" not in readme]
     assert missing == []
+
+
+def test_the_test_tiers_page_lists_what_ci_and_check_all_run():
+    """docs/test-tiers.md (which tests `.ci/run` runs, which only `make check-all`) is what pytest
+    collects today: a test marked or unmarked `extended` without `make tiers` fails here."""
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "tests" / "tiers.py"), "--check"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert proc.returncode == 0, proc.stderr + proc.stdout

@@ -31,13 +31,23 @@ if [ ${#want[@]} -eq 0 ]; then
   [ "${TF_CLUSTER_NODE_POLICY:-cilium}" = none ] || want+=(cilium)  # the node without a policy engine (node/config.py)
 fi
 log() { echo "[e2e-build] $*" >&2; }
+# One line per component into $TF_CLUSTER_TIMINGS (tooling/timings.py's format), when it is set.
+timing() {  # timing NAME START (date +%s%N)
+  [ -n "${TF_CLUSTER_TIMINGS:-}" ] || return 0
+  local ms=$(( ($(date +%s%N) - $2) / 1000000 ))
+  printf '%s\t%d.%d\t%d\t0\n' "${TF_CLUSTER_TIMING_PHASE:+$TF_CLUSTER_TIMING_PHASE/}$1" \
+    $((ms / 1000)) $(((ms % 1000) / 100)) $(($2 / 1000000000)) >> "$TF_CLUSTER_TIMINGS"
+}
 need_go() { command -v go >/dev/null || { log "Go is needed to build $1 (install golang)"; exit 1; }; }
 apt_install() {  # Debian packages, as root; retried once after `apt-get update`
   [ $# -gt 0 ] || return 0
   [ "$(id -u)" = 0 ] || { log "missing Debian packages: sudo apt-get install $*"; exit 1; }
   log "installing from Debian: $*"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
-    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
+  # one apt at a time (make check runs builds side by side): wait for the others' installs
+  ( flock 9
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
+      || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
+  ) 9>/run/lock/tf-cluster-apt.lock
 }
 
 k8s=(); other=()
@@ -50,6 +60,17 @@ for c in "${want[@]}"; do
 done
 
 if [ ${#k8s[@]} -gt 0 ]; then
+  # Two builds into one directory (make check builds the node's components in the background while
+  # its kube-apiserver suite asks for kube-apiserver): the second waits, then builds what is missing.
+  exec 8>"$out/.build.lock"
+  if ! flock -n 8; then
+    log "waiting for the other build of $out to finish (${k8s[*]} wanted)"; flock 8
+    missing=(); for c in "${k8s[@]}"; do [ -x "$out/$c" ] || missing+=("$c"); done
+    k8s=(${missing[@]+"${missing[@]}"})
+  fi
+fi
+if [ ${#k8s[@]} -gt 0 ]; then
+  t0=$(date +%s%N)
   need_go "${k8s[*]}"
   work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
   (
@@ -65,15 +86,18 @@ if [ ${#k8s[@]} -gt 0 ]; then
   log "building ${k8s[*]} v$K8S_VERSION (cold: ~5 min for the first, a few more for each other, on 2 cores)"
   GOFLAGS=-mod=mod go mod tidy
   ldflags="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#1.}"
-  ldflags="${ldflags%.*}"
+  ldflags="-s -w ${ldflags%.*}"  # no symbol table or DWARF: each of the five links is quicker
   pkgs=(); for c in "${k8s[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
   mkdir -p bin
   CGO_ENABLED=0 GOFLAGS=-mod=mod go build -ldflags "$ldflags" -o bin/ "${pkgs[@]}"
   for c in "${k8s[@]}"; do mv "bin/$c" "$out/$c"; log "$c -> $out/$c"; done
   )
+  timing "kubernetes ${k8s[*]}" "$t0"
 fi
+exec 8>&-  # the Kubernetes components are there: a waiting build goes on
 
 for c in "${other[@]}"; do
+  t0=$(date +%s%N)
   case $c in
     coredns)
       if [ ! -x "$out/coredns" ]; then
@@ -217,5 +241,6 @@ GO
       command -v conntrack >/dev/null || pkgs+=(conntrack)
       apt_install ${pkgs[@]+"${pkgs[@]}"};;
   esac
+  timing "$c" "$t0"
 done
 echo "$out"

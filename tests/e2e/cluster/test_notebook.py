@@ -99,27 +99,64 @@ def shot(driver, name: str) -> Path:
     return path
 
 
+def not_yet_errors() -> tuple[type[Exception], ...]:
+    """What a page that is still rendering raises: an element not there yet, replaced under us
+    (JupyterLab re-renders cells), or covered/not yet interactable. A wait treats these as "not yet"."""
+    from selenium.common.exceptions import (
+        ElementClickInterceptedException,
+        ElementNotInteractableException,
+        NoSuchElementException,
+        StaleElementReferenceException,
+    )
+
+    return (
+        NoSuchElementException,
+        StaleElementReferenceException,
+        ElementNotInteractableException,
+        ElementClickInterceptedException,
+    )
+
+
 def wait_for(what: str, check, timeout: float, every: float = 1.0, on_timeout=None):
+    """check() once it is truthy. A check that raises one of not_yet_errors() has not seen it yet
+    (tried again; the last such error is named on timeout); any other exception is a failure."""
     deadline = time.monotonic() + timeout
+    transient = not_yet_errors()
+    last_error = ""
     while True:
-        value = check()
+        try:
+            value = check()
+        except transient as e:
+            value, last_error = None, f"; last: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         if value:
             return value
         if time.monotonic() > deadline:
             detail = on_timeout() if on_timeout else ""
-            raise AssertionError(f"{what}: not within {timeout:.0f}s{detail}")
+            raise AssertionError(f"{what}: not within {timeout:.0f}s{last_error}{detail}")
         time.sleep(every)
 
 
 def wait_for_or_none(check, timeout: float, every: float = 0.5):
     """check() once it is truthy within timeout, else None (for a step the caller retries)."""
     deadline = time.monotonic() + timeout
+    transient = not_yet_errors()
     while time.monotonic() < deadline:
-        value = check()
+        try:
+            value = check()
+        except transient:
+            value = None
         if value:
             return value
         time.sleep(every)
     return None
+
+
+def nth_cell(driver, n: int):
+    """The notebook's n-th cell (0-based), or None while JupyterLab has rendered fewer."""
+    from selenium.webdriver.common.by import By
+
+    cells = driver.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel .jp-Cell")
+    return cells[n] if len(cells) > n else None
 
 
 def kubectl(*args: str) -> str:
@@ -206,7 +243,11 @@ def log_in(driver, url: str, token: str):
         "the login page's token field", lambda: driver.find_elements(By.CSS_SELECTOR, "input[type=password]"), 60
     )
     field[0].send_keys(token)
-    driver.find_element(By.CSS_SELECTOR, "#login_submit, button[type=submit], input[type=submit]").click()
+    wait_for(
+        "the login page's submit button",
+        lambda: driver.find_elements(By.CSS_SELECTOR, "#login_submit, button[type=submit], input[type=submit]"),
+        30,
+    )[0].click()
     wait_for("JupyterLab after login", lambda: driver.find_elements(By.CSS_SELECTOR, "#jp-main-dock-panel"), 120)
 
 
@@ -235,14 +276,27 @@ def menu(driver, top: str, label: str):
     """Click a JupyterLab menu item, as a user does: the top-level menu, then the item by its label."""
     from selenium.webdriver.common.by import By
 
-    (item,) = [m for m in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if m.text.strip() == top]
-    item.click()
+    def top_item():
+        found = [m for m in driver.find_elements(By.CSS_SELECTOR, ".lm-MenuBar-item") if m.text.strip() == top]
+        return found[0] if len(found) == 1 else None
 
     def entry():
         found = driver.find_elements(By.CSS_SELECTOR, ".lm-Menu-item .lm-Menu-itemLabel")
         return [e for e in found if e.text.strip() == label]
 
-    wait_for(f"menu {top} > {label}", entry, 10)[0].click()
+    def open_and_click():  # the menu opens on a click; a click on a re-rendered bar is tried again
+        top_item_now = top_item()
+        if top_item_now is None:
+            return False
+        if not entry():
+            top_item_now.click()
+        item = wait_for_or_none(entry, 5)
+        if not item:
+            return False
+        item[0].click()
+        return True
+
+    wait_for(f"menu {top} > {label}", open_and_click, 30)
 
 
 def outputs(driver) -> str:
@@ -307,7 +361,9 @@ def test_notebook_trains_on_the_release_in_a_browser_and_tensorboard_shows_it(ap
             # the notebook's own link to TensorBoard, followed as a user would
             from selenium.webdriver.common.by import By
 
-            link = driver.find_element(By.ID, "tensorboard-link")
+            link = wait_for(
+                "the notebook's TensorBoard link", lambda: driver.find_elements(By.ID, "tensorboard-link"), 30
+            )[0]
             assert link.get_attribute("href") == f"http://localhost:{tb_local}/"
             link.click()
             wait_for("TensorBoard's tab", lambda: len(driver.window_handles) > 1, 20)
@@ -376,7 +432,9 @@ def test_a_killed_kernel_stops_the_servers_within_the_bound_and_uninstall_remove
                 A key press that lands before JupyterLab has focused the cell is lost: then again."""
                 if "tf-cluster session" in outputs(driver):
                     return True
-                cell = driver.find_elements(By.CSS_SELECTOR, ".jp-NotebookPanel .jp-Cell")[1]
+                cell = nth_cell(driver, 1)
+                if cell is None:  # JupyterLab has not rendered the cells (yet, or again): not yet
+                    return None
                 if "[*]" not in cell.find_element(By.CSS_SELECTOR, ".jp-InputPrompt").text:
                     cell.find_element(By.CSS_SELECTOR, ".jp-InputPrompt").click()
                     ActionChains(driver).key_down(Keys.SHIFT).send_keys(Keys.ENTER).key_up(Keys.SHIFT).perform()

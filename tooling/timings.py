@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""Where the minutes of `make check` go: phases recorded as they end, one report at the end.
+
+Stdlib only (it runs before the virtualenv exists). Every recorder appends one line to the file
+named by ``$TF_CLUSTER_TIMINGS`` (nothing is recorded when it is unset):
+
+    <phase>\t<seconds>\t<start, epoch seconds>\t<exit code>
+
+A phase name is a path: ``e2e/build/cilium`` is part of ``e2e/build``, which is part of ``e2e``.
+Recorders: ``timings.py run PHASE -- ARGV...`` (the Makefile's steps), :func:`record` and
+:func:`phase` (bootstrap.py), the ``timing`` function of ``tests/e2e/cluster/build.sh`` and the
+pytest plugin in ``tests/conftest.py`` (one line per test module).
+
+    tooling/timings.py start                      # a new, empty record (make check does this)
+    tooling/timings.py run PHASE -- ARGV...       # run ARGV, record PHASE, exit with its code
+    tooling/timings.py report [--file F]          # the table: phase -> seconds, nested, in start order
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV = "TF_CLUSTER_TIMINGS"
+PARENT = "TF_CLUSTER_TIMING_PHASE"  # set by `run` for its child: what the child records nests under it
+QUICK = 1.0  # phases shorter than this (cached builds, no-op installs) are counted, not listed
+
+
+@dataclass(frozen=True)
+class Phase:
+    name: str
+    seconds: float
+    start: float
+    rc: int
+
+    @property
+    def depth(self) -> int:
+        return self.name.count("/")
+
+
+def record(name: str, seconds: float, start: float, rc: int = 0) -> None:
+    """Append one finished phase to $TF_CLUSTER_TIMINGS (no-op when unset)."""
+    path = os.environ.get(ENV)
+    if not path:
+        return
+    parent = os.environ.get(PARENT)
+    clean = (f"{parent}/{name}" if parent else name).replace("\t", " ").replace("\n", " ")
+    with open(path, "a", encoding="utf-8") as f:  # one short write: lines from parallel recorders stay whole
+        f.write(f"{clean}\t{seconds:.1f}\t{start:.1f}\t{rc}\n")
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Record the enclosed block as `name` (its exit code 1 when it raised)."""
+    start, t0, rc = time.time(), time.monotonic(), 1
+    try:
+        yield
+        rc = 0
+    finally:
+        record(name, time.monotonic() - t0, start, rc)
+
+
+def read(path: Path) -> list[Phase]:
+    phases = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        parts = line.split("\t")
+        if len(parts) != 4:
+            continue  # a line cut by a crash: the rest of the report still stands
+        try:
+            phases.append(Phase(parts[0], float(parts[1]), float(parts[2]), int(parts[3])))
+        except ValueError:
+            continue
+    return sorted(phases, key=lambda p: (p.start, p.depth))
+
+
+def fmt(seconds: float) -> str:
+    m, s = divmod(round(seconds), 60)
+    return f"{m:d} min {s:02d} s" if m else f"{s:d} s"
+
+
+def report(phases: list[Phase], width: int = 64) -> str:
+    """The table CI prints: each phase with its seconds, children indented under their parent,
+    in the order they started; the wall time from the first start to the last end."""
+    if not phases:
+        return "[timing] nothing recorded"
+    first = min(p.start for p in phases)
+    last = max(p.start + p.seconds for p in phases)
+    top = [p for p in phases if p.depth == 0]
+    lines = [f"[timing] where the time went ({ENV}); children run inside their parent, some side by side"]
+    lines.append(f"  {'phase':<{width}} {'seconds':>8}  {'from start':>10}")
+    quick = [p for p in phases if p.seconds < QUICK and p.depth > 0 and not p.rc]
+    for p in phases:
+        if p in quick:
+            continue
+        label = "  " * p.depth + p.name.rsplit("/", 1)[-1] + ("  FAILED" if p.rc else "")
+        lines.append(f"  {label:<{width}} {p.seconds:>8.1f}  {p.start - first:>9.0f}s")
+    if quick:
+        lines.append(f"  ({len(quick)} phases under {QUICK:.0f} s not listed: cached or nothing to do)")
+    summed = sum(p.seconds for p in top)
+    lines.append(f"  {'sum of top-level phases':<{width}} {summed:>8.1f}  ({fmt(summed)})")
+    lines.append(f"  {'wall, first start to last end':<{width}} {last - first:>8.1f}  ({fmt(last - first)})")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="timings.py", description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="verb", required=True)
+    sub.add_parser("start", help="begin a new, empty record")
+    r = sub.add_parser("run", help="run a command and record its phase")
+    r.add_argument("phase")
+    r.add_argument("argv", nargs=argparse.REMAINDER)
+    rep = sub.add_parser("report", help="print the table")
+    rep.add_argument("--file", default=os.environ.get(ENV, ""))
+    args = ap.parse_args(argv)
+    if args.verb == "start":
+        path = os.environ.get(ENV)
+        if not path:
+            print(f"timings.py start: set {ENV} to the record's path", file=sys.stderr)
+            return 2
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text("", encoding="utf-8")
+        return 0
+    if args.verb == "run":
+        cmd = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+        if not cmd:
+            print("timings.py run PHASE -- ARGV...", file=sys.stderr)
+            return 2
+        start, t0 = time.time(), time.monotonic()
+        parent = os.environ.get(PARENT)
+        env = dict(os.environ, **{PARENT: f"{parent}/{args.phase}" if parent else args.phase})
+        rc = subprocess.call(cmd, env=env)
+        record(args.phase, time.monotonic() - t0, start, rc)
+        return rc
+    if not args.file or not Path(args.file).exists():
+        print(f"[timing] no record (set {ENV}, or --file)")
+        return 0
+    print(report(read(Path(args.file))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
