@@ -40,29 +40,8 @@ lint: setup  ## ruff (lint + format check) and mypy, configured in pyproject.tom
 golden: setup  ## re-render tests/golden/renders (every example, tests/golden/cases, defaults); review with git diff
 	$(PY) tests/golden/update.py
 
-# CI's kube-apiserver suite runs on the node's Kubernetes (one build for both); make check-all
-# runs it on the oldest supported one as well. The node's components (Go builds: CPU) and the
-# images (downloads mostly) are built in the background while `make test` runs; `make e2e` then
-# finds them built. Every step's time goes into build/timings.tsv, printed at the end.
-CHECK_ENV := TF_CLUSTER_TIMINGS=$(CURDIR)/build/timings.tsv
-BG_FAIL = { echo "[check] $(1) failed; the end of build/$(2).log:"; tail -40 build/$(2).log; rc=1; }
-check:  ## what CI runs: `make test`, then the real-node scenarios (`make e2e`), without the extended ones; ends with the timing table
-	@mkdir -p build && $(CHECK_ENV) python3 tooling/timings.py start
-	@rc=0; \
-	  echo "[check] building the e2e node's components in the background (build/node-build.log)"; \
-	  $(CHECK_ENV) $(TIME) node-build -- env K8S_VERSION=$(NODE_K8S_VERSION) bash tests/e2e/cluster/build.sh \
-	    > build/node-build.log 2>&1 & nb=$$!; \
-	  $(CHECK_ENV) $(MAKE) --no-print-directory setup || rc=$$?; \
-	  if [ $$rc = 0 ]; then \
-	    echo "[check] building the trainer and notebook images in the background (build/images.log)"; \
-	    $(CHECK_ENV) $(TIME) images -- $(MAKE) --no-print-directory e2e-images > build/images.log 2>&1 & im=$$!; \
-	    $(CHECK_ENV) $(TIME) test -- $(MAKE) --no-print-directory test MARK="not extended" K8S_API_VERSION=$(NODE_K8S_VERSION) || rc=$$?; \
-	    echo "[check] waiting for the images and the node's components"; \
-	    wait $$im || $(call BG_FAIL,the image build,images); \
-	  fi; \
-	  wait $$nb || $(call BG_FAIL,the node's build,node-build); \
-	  if [ $$rc = 0 ]; then $(CHECK_ENV) $(TIME) e2e -- $(MAKE) --no-print-directory e2e MARK="not extended" || rc=$$?; fi; \
-	  $(CHECK_ENV) python3 tooling/timings.py report; exit $$rc
+check:  ## what CI runs: `make test`, then the real-node scenarios (`make e2e`), without the extended ones; the node's builds run beside `make test`; ends with a timing table
+	@bash tooling/check.sh $(NODE_K8S_VERSION) "not extended"
 
 check-all:  ## every test: `make test` (kube-apiserver 1.29), the same API suite on $(NODE_K8S_VERSION), `make e2e` with the extended scenarios, `make kind-smoke`
 	$(MAKE) test

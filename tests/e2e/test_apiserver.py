@@ -27,7 +27,7 @@ import yaml
 
 from tf_cluster import CHART, ROOT, helm, kube
 
-K8S_VERSION = os.environ.get("K8S_VERSION", "1.29.15")  # the oldest supported (Makefile K8S_API_VERSION)
+K8S_VERSION = os.environ.get("K8S_VERSION", "1.29.15")  # oldest supported (Makefile K8S_API_VERSION; CI: the node's)
 BIN = Path(
     os.environ.get(
         "TF_CLUSTER_K8S_BIN",
@@ -376,8 +376,9 @@ def test_a_chart_version_bump_keeps_the_running_jobs(apiserver, namespace, major
 
 
 def test_on_the_oldest_supported_api_server_a_release_installs_without_gang_objects(apiserver, namespace):
-    """scheduling.gang=auto on a server without scheduling.k8s.io/v1beta1 (1.29 here): Helm sees
-    the served APIs, renders no PodGroup, and the Jobs' pods join none."""
+    """scheduling.gang=auto on a server without scheduling.k8s.io/v1beta1 (1.29, which has no such
+    API; or 1.37, as in CI, where this suite leaves the beta API off): Helm sees the served APIs,
+    renders no PodGroup, and the Jobs' pods join none."""
     from kubernetes import client
 
     api = apiserver["api"]

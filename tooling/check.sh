@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# `make check`, what CI runs (.ci/run): `make test`, then the real-node scenarios (`make e2e`),
+# without the tests marked `extended`, ending with the timing table (tooling/timings.py).
+#
+# What the e2e node needs is built while `make test` runs: its components (Go builds, CPU-bound;
+# tests/e2e/cluster/build.sh, which waits for a second build into the same directory and lets one
+# apt-get run at a time) start at once, the trainer and notebook images (downloads mostly) once
+# the virtualenv is there. `make test` runs its kube-apiserver suite on the node's Kubernetes:
+# one Kubernetes build for both (`make check-all` runs the suite on the oldest supported too).
+#   tooling/check.sh NODE_K8S_VERSION [MARK]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+node_k8s=${1:?usage: tooling/check.sh NODE_K8S_VERSION [MARK]}
+mark=${2-not extended}
+export TF_CLUSTER_TIMINGS=$PWD/build/timings.tsv
+mkdir -p build
+python3 tooling/timings.py start
+TIME=(python3 tooling/timings.py run)
+say() { echo "[check] $*"; }
+rc=0
+pids=()
+
+background() {  # background NAME LOG ARGV...: its own process group, so a failure can stop all of it
+  local name=$1 log=$2; shift 2
+  say "$name: started in the background (log: $log)"
+  setsid "${TIME[@]}" "$name" -- "$@" > "$log" 2>&1 &
+  pids+=("$!")
+}
+
+finish() {  # finish PID NAME LOG: wait for it, showing its last step every 30 s; its steps after
+  local pid=$1 name=$2 log=$3 n=0 status
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5; n=$((n + 5))
+    if [ $((n % 30)) = 0 ]; then
+      say "waiting for $name (${n}s): $(grep -E '^\[(e2e-build|image|base|build)' "$log" | tail -1 | cut -c1-150)"
+    fi
+  done
+  wait "$pid"; status=$?
+  grep -E '^\[(e2e-build|image|base)\]|^\[build\] built' "$log" | sed "s/^/[check] $name: /"
+  if [ "$status" != 0 ]; then
+    say "$name FAILED (exit $status); the end of $log:"; tail -40 "$log"
+  fi
+  return "$status"
+}
+
+stop_background() {
+  for pid in ${pids[@]+"${pids[@]}"}; do kill -- "-$pid" 2>/dev/null; done
+}
+
+background "node components" build/node-build.log env K8S_VERSION="$node_k8s" bash tests/e2e/cluster/build.sh
+nb=${pids[-1]}
+make --no-print-directory setup || rc=$?
+if [ "$rc" = 0 ]; then
+  background "images" build/images.log make --no-print-directory e2e-images
+  im=${pids[-1]}
+  "${TIME[@]}" test -- make --no-print-directory test MARK="$mark" K8S_API_VERSION="$node_k8s" || rc=$?
+fi
+if [ "$rc" != 0 ]; then
+  say "stopping the background builds: an earlier step failed"
+  stop_background
+else
+  finish "$im" "images" build/images.log || rc=$?
+  finish "$nb" "node components" build/node-build.log || rc=$?
+fi
+if [ "$rc" = 0 ]; then
+  "${TIME[@]}" e2e -- make --no-print-directory e2e MARK="$mark" || rc=$?
+fi
+python3 tooling/timings.py report
+exit "$rc"
