@@ -418,6 +418,10 @@ def main(argv: list[str]) -> int:
         )
         return 2
     only = set(argv) or set(PARTS)
+    # The Go compiler collects garbage less often: cold builds ~10-18% quicker on 2 cores for a
+    # little more memory (psscheck 27.0 -> 24.3 s, kube-score 37.3 -> 30.5 s with empty build
+    # caches; GOGC=100 vs 400, two runs each). Go builds here and in build.sh use it.
+    os.environ.setdefault("GOGC", "400")
 
     def pip_installs() -> None:  # downloads mostly: run beside the Go builds, which use the CPU
         if "venv" in only:

@@ -12,6 +12,8 @@
 #               cilium (the NetworkPolicy engine: Cilium's agent + CNI plugin, from github.com/cilium/cilium;
 #                       its BPF sources, CRDs and Debian's clang-19; into $CILIUM_DIR)
 set -euo pipefail
+# the Go compiler collects garbage less often: cold builds ~10-18% quicker (tooling/bootstrap.py)
+export GOGC=${GOGC:-400}
 K8S_VERSION=${K8S_VERSION:-1.37.2}          # k8s.io/kubernetes v1.X.Y <-> staging modules v0.X.Y
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.7}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-0.0.30}   # Rancher's local-path-provisioner: kind's default storage

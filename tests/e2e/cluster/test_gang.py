@@ -6,6 +6,7 @@ and sizes a blocker release to leave room for one gang pod but not for two."""
 
 from __future__ import annotations
 
+import threading
 import time
 from decimal import Decimal
 
@@ -34,8 +35,8 @@ def sized(cpu: Decimal) -> tuple[str, ...]:
     return (f"roles.worker.resources.requests.cpu={m}", f"roles.worker.resources.limits.cpu={m}")
 
 
-def start_blocker(api, ns, leave: Decimal, seconds: int) -> None:
-    """A one-task release holding all but `leave` CPUs for `seconds`."""
+def start_blocker(api, ns, leave: Decimal, seconds: int = 3600) -> None:
+    """A one-task release holding all but `leave` CPUs for `seconds` (or until removed)."""
     hold = free_cpu(api) - leave
     assert hold > 0, f"the node has only {free_cpu(api)} CPU free"
     values = helm.Values.of(
@@ -53,6 +54,24 @@ def start_blocker(api, ns, leave: Decimal, seconds: int) -> None:
     say(f"blocker holds {hold} CPU for {seconds}s; {free_cpu(api)} CPU left free")
 
 
+def remove_now(api, ns, release: str) -> None:
+    """Uninstall, and remove the release's pods at once (no grace period): their CPU is free again
+    as soon as the API says they are gone, without waiting ~60 s for a terminating trainer."""
+    from kubernetes import client
+
+    assert helm_in(ns).uninstall(release).returncode == 0
+    for p in pods_of(api, ns, f"{release}-"):
+        try:
+            client.CoreV1Api(api).delete_namespaced_pod(p.metadata.name, ns, grace_period_seconds=0)
+        except client.ApiException as e:
+            assert e.status == 404, e  # gone already
+    deadline = time.monotonic() + 60
+    while pods_of(api, ns, f"{release}-"):
+        assert time.monotonic() < deadline, f"{release}'s pods still there after 60s"
+        time.sleep(0.5)
+    say(f"{release} removed, its pods gone")
+
+
 def bound(api, ns, release: str) -> list:
     return [p for p in pods_of(api, ns, f"{release}-tf-cluster-worker") if p.spec.node_name]
 
@@ -66,7 +85,7 @@ def started_at(p) -> float:
 def test_a_gang_that_does_not_fit_starts_no_pod_then_starts_whole(api, ns):
     from kubernetes import client
 
-    start_blocker(api, ns, leave=TASK_CPU + Decimal("0.1"), seconds=120)
+    start_blocker(api, ns, leave=TASK_CPU + Decimal("0.1"))  # until removed below
 
     # Baseline (no gang, as before 0.4.0): one of the two workers starts and waits for its peer.
     install(ns, "half", EX / "mwms-cpu.yaml", sets=(*QUICK, *sized(TASK_CPU), "scheduling.gang=false"))
@@ -74,7 +93,7 @@ def test_a_gang_that_does_not_fit_starts_no_pod_then_starts_whole(api, ns):
     half = pods_of(api, ns, "half-tf-cluster-worker")
     assert len(half) == 2 and len(bound(api, ns, "half")) == 1, [(p.metadata.name, p.spec.node_name) for p in half]
     say("without the gang: 1 of 2 workers placed, holding its CPU while it waits for the other")
-    assert helm_in(ns).uninstall("half", wait=True, timeout="2m").returncode == 0
+    remove_now(api, ns, "half")
 
     # With the gang (auto: the node serves the API): no pod placed, and the reason in words.
     install(ns, "whole", EX / "mwms-cpu.yaml", sets=(*QUICK, *sized(TASK_CPU)))
@@ -89,9 +108,24 @@ def test_a_gang_that_does_not_fit_starts_no_pod_then_starts_whole(api, ns):
     assert "Missing: cpu" in lines[0] and "It starts by itself" in lines[0]
     assert "minCount (2) cannot be satisfied" in lines[0] or "Insufficient cpu" in lines[0], lines[0]
 
-    # Room appears when the blocker ends: the whole gang starts at once and trains to the end.
+    # Room appears when the blocker ends (removed 3 s into the wait, so the waiter first sees the gang
+    # waiting, as tf-cluster smoke shows it): the whole gang starts at once and trains to the end.
+    removed: list[BaseException | None] = []
+
+    def end_blocker():
+        try:
+            remove_now(api, ns, "blocker")
+            removed.append(None)
+        except BaseException as e:  # noqa: BLE001 - re-raised in the test's thread below
+            removed.append(e)
+
+    timer = threading.Timer(3, end_blocker)
+    timer.start()
     said: list[str] = []
     snap = kube.wait_for_jobs(api, ns, "whole", timeout=600, say=lambda m: (said.append(m), say(m)))
+    timer.join()
+    if removed and removed[0] is not None:
+        raise removed[0]
     all_complete(snap, api, ns, "whole")
     assert any("waits whole" in m for m in said), said  # the waiter explained the wait (tf-cluster smoke's)
     times = sorted(started_at(p) for p in pods_of(api, ns, "whole-tf-cluster-worker"))

@@ -14,6 +14,8 @@
 #           $NODE_IMAGE                     (the node image: `kind create cluster --image ...`)
 # Every build step runs under `nice -n 19`, one at a time (shared 2-core machine).
 set -euo pipefail
+# the Go compiler collects garbage less often: cold builds ~10-18% quicker (tooling/bootstrap.py)
+export GOGC=${GOGC:-400}
 
 KIND_VERSION=${KIND_VERSION:-v0.33.0}
 K8S_VERSION=${K8S_VERSION:-1.37.2}
