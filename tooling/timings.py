@@ -85,26 +85,46 @@ def fmt(seconds: float) -> str:
     return f"{m:d} min {s:02d} s" if m else f"{s:d} s"
 
 
+def tree(phases: list[Phase]) -> list[tuple[int, str, Phase]]:
+    """(depth, label, phase) in tree order: each phase under its nearest recorded ancestor (by
+    name: `a/b/c` under `a/b`, else `a`), siblings in the order they started. Overlapping
+    siblings (builds beside tests) stay apart under their own parents."""
+    by_name = {p.name: p for p in phases}
+    children: dict[str, list[Phase]] = {}
+    for p in phases:
+        parts = p.name.split("/")
+        parent = next(("/".join(parts[:i]) for i in range(len(parts) - 1, 0, -1) if "/".join(parts[:i]) in by_name), "")
+        children.setdefault(parent, []).append(p)
+    out: list[tuple[int, str, Phase]] = []
+
+    def walk(parent: str, depth: int) -> None:
+        for p in sorted(children.get(parent, []), key=lambda p: p.start):
+            out.append((depth, p.name[len(parent) + 1 :] if parent else p.name, p))
+            walk(p.name, depth + 1)
+
+    walk("", 0)
+    return out
+
+
 def report(phases: list[Phase], width: int = 64) -> str:
-    """The table CI prints: each phase with its seconds, children indented under their parent,
-    in the order they started; the wall time from the first start to the last end."""
+    """The table CI prints: each phase with its seconds, children indented under their parent
+    (siblings in the order they started), quick ones counted; the wall time from the first start
+    to the last end."""
     if not phases:
         return "[timing] nothing recorded"
     first = min(p.start for p in phases)
     last = max(p.start + p.seconds for p in phases)
-    top = [p for p in phases if p.depth == 0]
-    lines = [f"[timing] where the time went ({ENV}); children run inside their parent, some side by side"]
+    lines = [f"[timing] where the time went ({ENV}); top-level phases may run side by side"]
     lines.append(f"  {'phase':<{width}} {'seconds':>8}  {'from start':>10}")
-    quick = [p for p in phases if p.seconds < QUICK and p.depth > 0 and not p.rc]
-    for p in phases:
-        if p in quick:
+    quick = 0
+    for depth, label, p in tree(phases):
+        if p.seconds < QUICK and depth > 0 and not p.rc:
+            quick += 1
             continue
-        label = "  " * p.depth + p.name.rsplit("/", 1)[-1] + ("  FAILED" if p.rc else "")
-        lines.append(f"  {label:<{width}} {p.seconds:>8.1f}  {p.start - first:>9.0f}s")
+        text = "  " * depth + label + ("  FAILED" if p.rc else "")
+        lines.append(f"  {text:<{width}} {p.seconds:>8.1f}  {p.start - first:>9.0f}s")
     if quick:
-        lines.append(f"  ({len(quick)} phases under {QUICK:.0f} s not listed: cached or nothing to do)")
-    summed = sum(p.seconds for p in top)
-    lines.append(f"  {'sum of top-level phases':<{width}} {summed:>8.1f}  ({fmt(summed)})")
+        lines.append(f"  ({quick} phases under {QUICK:.0f} s not listed: cached or nothing to do)")
     lines.append(f"  {'wall, first start to last end':<{width}} {last - first:>8.1f}  ({fmt(last - first)})")
     return "\n".join(lines)
 
