@@ -404,8 +404,6 @@ PARTS = {  # what `bootstrap.py PART ...` installs; no argument: all of them (ma
     "kubectl": "kubectl (cluster tests, the node harness)",
     "linters": "helm-docs, kubeconform, kube-score, helm-unittest, psscheck, Checkov (make test / lint)",
 }
-# `make demo` needs only these: a fresh machine reaches its first epoch without the test tools
-DEMO_PARTS = ("venv", "helm")
 
 
 def main(argv: list[str]) -> int:

@@ -117,9 +117,10 @@ def not_yet_errors() -> tuple[type[Exception], ...]:
     )
 
 
-def wait_for(what: str, check, timeout: float, every: float = 1.0, on_timeout=None):
-    """check() once it is truthy. A check that raises one of not_yet_errors() has not seen it yet
-    (tried again; the last such error is named on timeout); any other exception is a failure."""
+def poll(check, timeout: float, every: float) -> tuple[object, str]:
+    """Call check() until it is truthy or `timeout` passes: (its value or None, the last "not yet"
+    error). A check that raises one of not_yet_errors() has not seen it yet; any other exception
+    is a failure and propagates."""
     deadline = time.monotonic() + timeout
     transient = not_yet_errors()
     last_error = ""
@@ -129,26 +130,24 @@ def wait_for(what: str, check, timeout: float, every: float = 1.0, on_timeout=No
         except transient as e:
             value, last_error = None, f"; last: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
         if value:
-            return value
+            return value, last_error
         if time.monotonic() > deadline:
-            detail = on_timeout() if on_timeout else ""
-            raise AssertionError(f"{what}: not within {timeout:.0f}s{last_error}{detail}")
+            return None, last_error
         time.sleep(every)
+
+
+def wait_for(what: str, check, timeout: float, every: float = 1.0, on_timeout=None):
+    """check() once it is truthy (see poll); an AssertionError naming `what` when it is not in time."""
+    value, last_error = poll(check, timeout, every)
+    if value:
+        return value
+    detail = on_timeout() if on_timeout else ""
+    raise AssertionError(f"{what}: not within {timeout:.0f}s{last_error}{detail}")
 
 
 def wait_for_or_none(check, timeout: float, every: float = 0.5):
     """check() once it is truthy within timeout, else None (for a step the caller retries)."""
-    deadline = time.monotonic() + timeout
-    transient = not_yet_errors()
-    while time.monotonic() < deadline:
-        try:
-            value = check()
-        except transient:
-            value = None
-        if value:
-            return value
-        time.sleep(every)
-    return None
+    return poll(check, timeout, every)[0]
 
 
 def nth_cell(driver, n: int):
