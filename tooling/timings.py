@@ -40,10 +40,6 @@ class Phase:
     start: float
     rc: int
 
-    @property
-    def depth(self) -> int:
-        return self.name.count("/")
-
 
 def record(name: str, seconds: float, start: float, rc: int = 0) -> None:
     """Append one finished phase to $TF_CLUSTER_TIMINGS (no-op when unset)."""
@@ -77,7 +73,7 @@ def read(path: Path) -> list[Phase]:
             phases.append(Phase(parts[0], float(parts[1]), float(parts[2]), int(parts[3])))
         except ValueError:
             continue
-    return sorted(phases, key=lambda p: (p.start, p.depth))
+    return sorted(phases, key=lambda p: p.start)
 
 
 def fmt(seconds: float) -> str:
