@@ -29,6 +29,15 @@ Standard library only, so it runs in any image with Python 3.8+.
    start while no kernel has renewed it since): a dead kernel never leaves servers
    running forever.
 
+5. When TF_CLUSTER_FENCE_SECONDS > 0 (the chart's nodeLoss.fence) it fences pods stranded on a
+   lost node: every TF_CLUSTER_FENCE_SECONDS it lists the release's pods
+   (TF_CLUSTER_RELEASE_SELECTOR) and marks Failed each one still not finished
+   TF_CLUSTER_FENCE_AFTER seconds after its deletion deadline. A live kubelet ends a deleted pod
+   by that deadline; one that did not is on a node that no longer answers, and its Job
+   (podReplacementPolicy: Failed) replaces it only once it is Failed. This is what Kubernetes'
+   PodGC does for a node tainted node.kubernetes.io/out-of-service, without waiting for an admin.
+   Should the node come back, its kubelet finds the pod deleted and stops it.
+
 Exit codes:
     0     the command succeeded, or the leading Job completed and the child was stopped
           (or had completed before this task started: a late replacement exits at once),
@@ -41,7 +50,8 @@ Exit codes:
 Environment (set by the chart): TF_CONFIG, TF_CLUSTER_ROLE, TF_TASK_INDEX,
 TF_CLUSTER_NAMESPACE, TF_CLUSTER_LEADER_JOB, TF_CLUSTER_STOP_WITH_LEADER,
 TF_CLUSTER_WAIT_FOR_PEERS, TF_CLUSTER_PEER_TIMEOUT, TF_CLUSTER_POLL_SECONDS,
-TF_CLUSTER_STOP_GRACE; with an interactive coordinator TF_CLUSTER_HEARTBEAT,
+TF_CLUSTER_STOP_GRACE, TF_CLUSTER_FENCE_SECONDS, TF_CLUSTER_FENCE_AFTER,
+TF_CLUSTER_RELEASE_SELECTOR; with an interactive coordinator TF_CLUSTER_HEARTBEAT,
 TF_CLUSTER_START_TIMEOUT, TF_CLUSTER_HEARTBEAT_TIMEOUT. When TF_NUM_INTRAOP_THREADS is set (the chart derives it
 from the CPU limit) and TF_NUM_INTEROP_THREADS is not, the child gets
 TF_NUM_INTEROP_THREADS=max(2, intra-op). For runs outside Kubernetes (tf-cluster run-local),
@@ -287,6 +297,51 @@ def watch_leader(poll, on_finished, stop_event):
 
 # ------------------------------------------------------------ running
 
+# ------------------------------------------------------------ fencing pods of a lost node
+
+def stranded(pod, now, after):
+    """Is `pod` deleted but unfinished `after` seconds past its deletion deadline (no kubelet ended it)?"""
+    deadline = parse_time(pod.get("metadata", {}).get("deletionTimestamp") or "")
+    phase = pod.get("status", {}).get("phase")
+    return deadline is not None and phase not in ("Succeeded", "Failed") and now - deadline >= after
+
+
+def fence_stranded(namespace, selector, after, now=None):
+    """Mark Failed the release's pods stranded on a lost node; returns their names."""
+    from urllib.parse import quote
+    pods = api("/api/v1/namespaces/%s/pods?labelSelector=%s" % (namespace, quote(selector)))["items"]
+    now = time.time() if now is None else now
+    fenced = []
+    for pod in pods:
+        if not stranded(pod, now, after):
+            continue
+        name, node = pod["metadata"]["name"], pod.get("spec", {}).get("nodeName", "?")
+        log("fencing %s: deleted but still %s %ds past its deadline, so node %s is not answering; "
+            "marking it Failed so its Job replaces it" % (
+                name, pod.get("status", {}).get("phase"),
+                now - parse_time(pod["metadata"]["deletionTimestamp"]), node))
+        message = ("tf-cluster launcher: node %s stopped answering; the pod was deleted and never "
+                   "confirmed by its kubelet (fenced)" % node)
+        api("/api/v1/namespaces/%s/pods/%s/status" % (namespace, name), method="PATCH",
+            body={"status": {"phase": "Failed", "reason": "NodeLost", "message": message}})
+        fenced.append(name)
+    return fenced
+
+
+def fence_loop(stop_event):
+    every = float(env("TF_CLUSTER_FENCE_SECONDS", "0"))
+    after = float(env("TF_CLUSTER_FENCE_AFTER", "10"))
+    namespace, selector = env("TF_CLUSTER_NAMESPACE"), env("TF_CLUSTER_RELEASE_SELECTOR")
+    warned = False
+    while not stop_event.wait(every):
+        try:
+            fence_stranded(namespace, selector, after)
+        except (ConfigError, urllib.error.URLError, OSError, ValueError, KeyError) as e:
+            if not warned:  # an API outage: said once, retried quietly
+                log("cannot check for pods stranded on lost nodes (will retry): %s" % e)
+                warned = True
+
+
 def echo_metrics(stop_event, interval=2.0):
     """Print each report of the hypertune metrics file not printed yet (the library rewrites the
     file with its last 100 reports, each with a timestamp) whenever the file changes, and once
@@ -344,6 +399,9 @@ def run(argv):
         return EXIT_CONFIG
     stops_with_leader = env("TF_CLUSTER_STOP_WITH_LEADER") == "true"
     finished = {}
+    fencing = threading.Event()  # set: the fence stops (this task is done)
+    if float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0:
+        threading.Thread(target=fence_loop, daemon=True, args=(fencing,)).start()
 
     def leader_finished():
         """A task (re)started after the leading Job ended has nothing to serve: say so, exit."""

@@ -36,7 +36,7 @@ spec:
   subdomain: {{ include "tf-cluster.fullname" $ctx }}
   restartPolicy: Never
   serviceAccountName: {{ include "tf-cluster.serviceAccountName" $ctx }}
-  automountServiceAccountToken: {{ if $stops }}true{{ else }}false{{ end }}
+  automountServiceAccountToken: {{ if or $stops (include "tf-cluster.fences" $ctx) }}true{{ else }}false{{ end }}
   enableServiceLinks: false
   terminationGracePeriodSeconds: {{ int .policy.terminationGracePeriodSeconds }}
   {{- with $role.priorityClassName }}
@@ -63,7 +63,7 @@ spec:
   affinity:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with $role.tolerations }}
+  {{- with (include "tf-cluster.tolerations" (dict "context" $ctx "role" $role) | fromJsonArray) }}
   tolerations:
     {{- toYaml . | nindent 4 }}
   {{- end }}

@@ -106,3 +106,27 @@ single
 {{- $settings := include "tf-cluster.gangRoleSettings" . | fromJson -}}
 {{- values $settings.priorityClassName | uniq | first | default "" -}}
 {{- end -}}
+
+{{/* Does the launcher fence pods stranded on a lost node (nodeLoss.fence, with the Role it needs)? */}}
+{{- define "tf-cluster.fences" -}}
+{{- if and .Values.nodeLoss.fence .Values.rbac.create -}}true{{- end -}}
+{{- end -}}
+
+{{/* A role's tolerations, as a JSON list: its own, then the lost-node ones of
+     nodeLoss.tolerationSeconds unless the role tolerates those keys itself.
+     Usage: include "tf-cluster.tolerations" (dict "context" $ "role" $role) | fromJsonArray */}}
+{{- define "tf-cluster.tolerations" -}}
+{{- $own := default list .role.tolerations -}}
+{{- $out := $own -}}
+{{- $seconds := .context.Values.nodeLoss.tolerationSeconds -}}
+{{- if not (kindIs "invalid" $seconds) -}}
+{{- range $key := list "node.kubernetes.io/not-ready" "node.kubernetes.io/unreachable" -}}
+{{- $has := false -}}
+{{- range $own -}}{{- if eq (default "" .key) $key -}}{{- $has = true -}}{{- end -}}{{- end -}}
+{{- if not $has -}}
+{{- $out = append $out (dict "key" $key "operator" "Exists" "effect" "NoExecute" "tolerationSeconds" (int $seconds)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}

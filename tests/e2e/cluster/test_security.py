@@ -81,6 +81,8 @@ print(json.dumps({
     "list jobs": status(jobs),
     "get own job": status(jobs + "/" + os.environ["HOSTNAME"].rsplit("-", 1)[0]),
     "list pods": status("/api/v1/namespaces/%s/pods" % ns),
+    "get own pod": status("/api/v1/namespaces/%s/pods/%s" % (ns, os.environ["HOSTNAME"])),
+    "delete own pod": status("/api/v1/namespaces/%s/pods/%s" % (ns, os.environ["HOSTNAME"]), "DELETE"),
     "list secrets": status("/api/v1/namespaces/%s/secrets" % ns),
     "leader in default": status("/apis/batch/v1/namespaces/default/jobs/" + leader),
     "peers resolve": all(socket.gethostbyname(a.rsplit(":", 1)[0]) for t in cluster.values() for a in t),
@@ -107,8 +109,9 @@ def exec_in(ns: str, pod: str, script: str, *args: str, container: str | None = 
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def probe_pod(api, ns: str, name: str, image: str, labels: dict | None = None) -> None:
-    """A pod outside the release that only sleeps (restricted Pod Security, like the chart's)."""
+def probe_pod(api, ns: str, name: str, image: str, labels: dict | None = None, node: str | None = None) -> None:
+    """A pod outside the release that only sleeps (restricted Pod Security, like the chart's), on
+    `node` if given (test_nodes.py: probes across nodes)."""
     from kubernetes import client
 
     spec = {
@@ -118,6 +121,7 @@ def probe_pod(api, ns: str, name: str, image: str, labels: dict | None = None) -
         "spec": {
             "securityContext": {"runAsNonRoot": True, "runAsUser": 1000, "seccompProfile": {"type": "RuntimeDefault"}},
             "terminationGracePeriodSeconds": 0,
+            **({"nodeName": node} if node else {}),
             "containers": [
                 {
                     "name": "probe",
@@ -241,11 +245,14 @@ def test_only_pods_of_the_release_reach_the_tf_port_and_tensorboard_admits_what_
 def test_a_task_runs_as_non_root_on_a_read_only_root_and_its_token_reads_only_the_leading_job(run):
     """Checked by a running ParameterServer worker itself (its launcher polls the chief's Job with
     this token): the uid/gid the values set, a read-only root filesystem, and RBAC that lets the
-    token get that one Job and nothing else, here or in another namespace; cluster DNS answers."""
+    token get that one Job and list pods (the lost-node fence), nothing else, here or in another
+    namespace; cluster DNS answers."""
     seen = exec_in(run.ns, run.worker, INSIDE, container="tensorflow")
     say(f"inside {run.worker}: {seen}")
     assert (seen["uid"], seen["gid"], seen["rootfs"]) == (1000, 1000, "EROFS")
     assert seen["get leader"] == 200
-    denied = {k: v for k, v in seen.items() if k not in ("uid", "gid", "rootfs", "get leader", "peers resolve")}
+    assert seen["list pods"] == 200  # nodeLoss.fence: the launcher looks for pods stranded on a lost node
+    allowed = ("uid", "gid", "rootfs", "get leader", "list pods", "peers resolve")
+    denied = {k: v for k, v in seen.items() if k not in allowed}
     assert set(denied.values()) == {403}, denied
     assert seen["peers resolve"] is True

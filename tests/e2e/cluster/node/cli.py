@@ -30,6 +30,7 @@ from .config import (
 )
 from .control_plane import up_control_plane
 from .kubelet import node_ready, up_node
+from .nodes import EXTRA_NODES, by_name, down_extra_nodes, kill, partition, pids, up_extra_nodes
 from .pki import ensure_pki, kubeconfig
 from .policy import clean_up as clean_up_policy_engine
 from .policy import up_policy_engine
@@ -69,6 +70,8 @@ def up(args) -> int:
     else:
         say(f"TF_CLUSTER_NODE_POLICY={POLICY_ENGINE}: no NetworkPolicy engine, policies are not enforced")
     up_addons()
+    # the other nodes run the trainer image only (the notebook's stays on the first node)
+    up_extra_nodes([i for i in images if "notebook" not in i])
     up_argocd()
     wait_for(
         "the default ServiceAccount",
@@ -94,12 +97,22 @@ def status(args) -> int:
         except Exception as e:  # noqa: BLE001
             print(f"  node {NODE:21} unknown ({e})")
             ok = False
+    for node in EXTRA_NODES:
+        procs = ("containerd", "kubelet", "kube-proxy") + (("cilium-agent",) if POLICY_ENGINE == "cilium" else ())
+        down_ = [c for c in procs if not pid_of(node.proc(c))]
+        try:
+            ready = node_ready(node.name)
+        except Exception:  # noqa: BLE001
+            ready = False
+        ok &= ready and not down_
+        print(f"  node {node.name:21} {'Ready' if ready else 'NotReady'}{'; down: ' + ', '.join(down_) if down_ else ''}")
     print(f"  kubeconfig                 {KUBECONFIG}")
     return 0 if ok else 1
 
 
 def down(args) -> int:
     t0 = time.monotonic()
+    down_extra_nodes(args.purge)
     for name in ("argocd-application-controller", "argocd-repo-server", "registry", "git_http", "redis"):
         stop(name)
     stop("local-path-provisioner")
@@ -168,6 +181,21 @@ def restart(args) -> int:
     return 0
 
 
+def node_fault(args) -> int:
+    """A fault on one of the other nodes (node/nodes.py): kill, partition, heal, start."""
+    node = by_name(args.node)
+    if args.verb == "kill":
+        kill(node)
+    elif args.verb in ("partition", "heal"):
+        partition(node, cut=args.verb == "partition")
+    else:  # start: a rebooted machine (its containers died with it)
+        if pids(node):
+            kill(node)
+        partition(node, cut=False)
+        up_extra_nodes([i for i in trainer_images() if "notebook" not in i], only=node)
+    return 0
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="node", description=DOC, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="verb", required=True)
@@ -187,6 +215,15 @@ def main(argv=None) -> int:
     r.add_argument("component", choices=RESTARTABLE)
     r.add_argument("--down", type=float, default=0, metavar="SECONDS", help="how long it stays down (default 0)")
     r.set_defaults(func=restart)
+    for verb, text in (
+        ("kill", "SIGKILL every process of another node at once (a machine losing power)"),
+        ("partition", "cut another node off from the others and the control plane (its pods keep running)"),
+        ("heal", "join a cut-off node back"),
+        ("start", "start a killed node again (a rebooted machine)"),
+    ):
+        f = sub.add_parser(verb, help=text)
+        f.add_argument("node", help="its name or number (2, 3, ...)")
+        f.set_defaults(func=node_fault)
     sub.add_parser("env").set_defaults(func=lambda a: print(f"export KUBECONFIG={KUBECONFIG}") or 0)
     args = p.parse_args(argv)
     try:

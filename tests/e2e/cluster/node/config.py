@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent  # tests/e2e/cluster/node
@@ -53,6 +54,77 @@ pki, run, logs = STATE / "pki", STATE / "run", STATE / "logs"
 KUBECONFIG = STATE / "kubeconfig"
 SOCK = run / "containerd.sock"
 CNI_BIN_DIR = STATE / "cni" / "bin"  # Debian's plugins (linked) and cilium-cni
+
+# Several nodes (node/nodes.py). The first is this host: control plane and a node, as above. Each
+# other one is a network namespace with its own containerd, kubelet, kube-proxy and Cilium agent,
+# on a host bridge (NODE_BRIDGE, NODE_NET); pods reach pods on other nodes by routes, unmasqueraded.
+NODE_COUNT = int(os.environ.get("TF_CLUSTER_NODES", "3"))
+CLUSTER_POD_CIDR = "10.244.0.0/16"  # every node's POD_CIDR is a /24 of it
+NODE_BRIDGE, NODE_NET_GW = "tfcn0", "10.245.0.1"  # the host's address on the nodes' network
+# The other nodes carry this NoSchedule taint: the single-node scenarios stay on the first node,
+# the multi-node ones (test_nodes.py) tolerate it.
+EXTRA_NODE_TAINT = "tf-cluster.dev/extra-node"
+
+
+@dataclass(frozen=True)
+class Node:
+    """Node `index` (1 = this host)."""
+
+    index: int
+
+    @property
+    def host(self) -> bool:
+        return self.index == 1
+
+    @property
+    def name(self) -> str:
+        return NODE if self.host else f"{NODE}-{self.index}"
+
+    @property
+    def netns(self) -> str:
+        return f"tfc-n{self.index}"
+
+    @property
+    def ip(self) -> str:
+        """Its address on the nodes' network (the host's own is proc.node_ip())."""
+        return f"10.245.0.{self.index}"
+
+    @property
+    def pod_cidr(self) -> str:
+        return f"10.244.{self.index - 1}.0/24"
+
+    @property
+    def gateway(self) -> str:
+        return f"10.244.{self.index - 1}.1"
+
+    @property
+    def bridge_mac(self) -> str:
+        return f"02:42:0a:f4:{self.index - 1:02x}:01"
+
+    @property
+    def state(self) -> Path:
+        return STATE if self.host else STATE / "nodes" / self.name
+
+    @property
+    def run(self) -> Path:
+        return self.state / "run"
+
+    @property
+    def sock(self) -> Path:
+        return self.run / "containerd.sock"
+
+    @property
+    def api(self) -> str:
+        """The API server as this node's processes reach it."""
+        return f"https://127.0.0.1:{API_PORT}" if self.host else f"https://{NODE_NET_GW}:{API_PORT}"
+
+    def proc(self, component: str) -> str:
+        """The name of this node's `component` process (pid file, log)."""
+        return component if self.host else f"{component}@{self.name}"
+
+
+HOST_NODE = Node(1)
+EXTRA_NODES = [Node(i) for i in range(2, NODE_COUNT + 1)]
 
 
 def is_this_node(kubeconfig: str) -> bool:

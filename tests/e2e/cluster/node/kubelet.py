@@ -4,37 +4,59 @@ from __future__ import annotations
 
 import json
 
-from .config import API_PORT, BASE_IMAGE, BIN, GATEWAY, NODE, POD_CIDR, SOCK, STATE, pki
-from .pki import kubeconfig
+from .config import (
+    BASE_IMAGE,
+    BIN,
+    CLUSTER_POD_CIDR,
+    EXTRA_NODE_TAINT,
+    GATEWAY,
+    HOST_NODE,
+    POLICY_ENGINE,
+    Node,
+    pki,
+)
+from .pki import kubeconfig, node_certs
 from .proc import api_get, ctr, say, start, wait_for
 from .runtime import containerd_config, ensure_network, ensure_pause_image, import_images
 
 
-def up_node(ip: str, images: list[str]) -> None:
-    ensure_network()
-    start("containerd", ["containerd", "--config", containerd_config()])
-    wait_for("containerd", lambda: SOCK.exists() and ctr("version").returncode == 0, 60, "containerd")
-    ensure_pause_image()
-    import_images([BASE_IMAGE] + images)
+def up_node(ip: str, images: list[str], node: Node = HOST_NODE) -> None:
+    """containerd, the kubelet and kube-proxy of `node` (this host's, or another node's in its
+    network namespace, node/nodes.py), at address `ip`."""
+    state, netns = node.state, None if node.host else node.netns
+    ensure_network(node)
+    env = {}
+    if not node.host and POLICY_ENGINE == "cilium":  # cilium-cni talks to this node's agent
+        env["CILIUM_SOCK"] = str(node.state / "cilium" / "cilium.sock")
+    start(node.proc("containerd"), ["containerd", "--config", containerd_config(node)], env=env, netns=netns)
+    wait_for(
+        f"containerd of {node.name}",
+        lambda: node.sock.exists() and ctr("version", sock=node.sock).returncode == 0,
+        60,
+        node.proc("containerd"),
+    )
+    ensure_pause_image(node)
+    import_images([BASE_IMAGE] + images, node)
     for image in images:  # the chart's default repository is `tf-cluster-trainer` (docker.io/library on kind)
         short = "docker.io/library/" + image.split("/")[-1]
-        ctr("images", "rm", short, check=False)
-        ctr("images", "tag", image, short)
+        ctr("images", "rm", short, check=False, sock=node.sock)
+        ctr("images", "tag", image, short, sock=node.sock)
+    client, serving = ("kubelet", "kubelet-serving") if node.host else node_certs(node)
     kcfg = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
         "kind": "KubeletConfiguration",
         "failCgroupV1": False,
         "cgroupDriver": "cgroupfs",
         "failSwapOn": False,
-        "containerRuntimeEndpoint": f"unix://{SOCK}",
+        "containerRuntimeEndpoint": f"unix://{node.sock}",
         "authentication": {
             "anonymous": {"enabled": False},
             "webhook": {"enabled": True},
             "x509": {"clientCAFile": str(pki / "ca.crt")},
         },
         "authorization": {"mode": "Webhook"},
-        "tlsCertFile": str(pki / "kubelet-serving.crt"),
-        "tlsPrivateKeyFile": str(pki / "kubelet-serving.key"),
+        "tlsCertFile": str(pki / f"{serving}.crt"),
+        "tlsPrivateKeyFile": str(pki / f"{serving}.key"),
         "clusterDomain": "cluster.local",
         "clusterDNS": [GATEWAY],
         "resolvConf": "/etc/resolv.conf",
@@ -50,43 +72,52 @@ def up_node(ip: str, images: list[str]) -> None:
         },
         "imageGCHighThresholdPercent": 99,
         "imageGCLowThresholdPercent": 98,
-        "staticPodPath": str(STATE / "manifests"),
-        "volumePluginDir": str(STATE / "kubelet-plugins"),
+        "staticPodPath": str(state / "manifests"),
+        "volumePluginDir": str(state / "kubelet-plugins"),
         "shutdownGracePeriod": "0s",
     }
-    (STATE / "manifests").mkdir(exist_ok=True)
-    (STATE / "kubelet.yaml").write_text(json.dumps(kcfg, indent=1))
+    if not node.host:
+        kcfg.update(
+            # its pods' cgroups apart from this host's kubelet's (which would remove what it does not know)
+            cgroupRoot=f"/{node.netns}",
+            podLogsDir=str(state / "pod-logs"),
+            registerWithTaints=[{"key": EXTRA_NODE_TAINT, "value": "true", "effect": "NoSchedule"}],
+        )
+    (state / "manifests").mkdir(parents=True, exist_ok=True)
+    (state / "kubelet.yaml").write_text(json.dumps(kcfg, indent=1))
     start(
-        "kubelet",
+        node.proc("kubelet"),
         [
             BIN / "kubelet",
-            f"--config={STATE / 'kubelet.yaml'}",
-            f"--kubeconfig={kubeconfig('kubelet', f'https://127.0.0.1:{API_PORT}')}",
-            f"--hostname-override={NODE}",
+            f"--config={state / 'kubelet.yaml'}",
+            f"--kubeconfig={kubeconfig(client, node.api, state / 'kubelet.kubeconfig')}",
+            f"--hostname-override={node.name}",
             f"--node-ip={ip}",
-            f"--root-dir={STATE / 'kubelet'}",
-            f"--cert-dir={STATE / 'kubelet-pki'}",
+            f"--root-dir={state / 'kubelet'}",
+            f"--cert-dir={state / 'kubelet-pki'}",
             "--v=1",
         ],
+        netns=netns,
     )
-    wait_for(f"node {NODE} Ready", lambda: node_ready(), 180, "kubelet", every=1)
-    say(f"node {NODE} Ready")
+    wait_for(f"node {node.name} Ready", lambda: node_ready(node.name), 180, node.proc("kubelet"), every=1)
+    say(f"node {node.name} Ready")
     start(
-        "kube-proxy",
+        node.proc("kube-proxy"),
         [
             BIN / "kube-proxy",
-            f"--kubeconfig={kubeconfig('kube-proxy', f'https://127.0.0.1:{API_PORT}')}",
-            f"--hostname-override={NODE}",
-            f"--cluster-cidr={POD_CIDR}",
+            f"--kubeconfig={kubeconfig('kube-proxy', node.api, state / 'kube-proxy.kubeconfig')}",
+            f"--hostname-override={node.name}",
+            f"--cluster-cidr={CLUSTER_POD_CIDR}",
             "--proxy-mode=iptables",
             "--conntrack-max-per-core=0",
             "--bind-address=127.0.0.1",
             "--metrics-bind-address=127.0.0.1:10249",
             "--healthz-bind-address=127.0.0.1:10256",
         ],
+        netns=netns,
     )
 
 
-def node_ready() -> bool:
-    node = api_get(f"/api/v1/nodes/{NODE}")
+def node_ready(name: str = HOST_NODE.name) -> bool:
+    node = api_get(f"/api/v1/nodes/{name}")
     return any(c["type"] == "Ready" and c["status"] == "True" for c in node["status"].get("conditions", []))

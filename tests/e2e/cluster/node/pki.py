@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .config import API_SVC_IP, NODE, STATE, pki
+from .config import API_SVC_IP, NODE, NODE_NET_GW, STATE, Node, pki
 from .proc import sh
 
 
@@ -32,7 +32,7 @@ def ensure_pki(ip: str) -> None:
         sh("openssl", "genrsa", "-out", pki / "sa.key", "2048")
         sh("openssl", "rsa", "-in", pki / "sa.key", "-pubout", "-out", pki / "sa.pub")
     sans = ",".join(
-        [f"IP:{x}" for x in ("127.0.0.1", ip, API_SVC_IP)]
+        [f"IP:{x}" for x in ("127.0.0.1", ip, API_SVC_IP, NODE_NET_GW)]
         + [
             "DNS:localhost",
             "DNS:kubernetes",
@@ -53,49 +53,50 @@ def ensure_pki(ip: str) -> None:
         "kube-proxy": ("/CN=system:kube-proxy", None),
     }
     for name, (subj, san) in certs.items():
-        crt = pki / f"{name}.crt"
-        if crt.exists() and (
-            san is None
-            or sh("openssl", "x509", "-in", crt, "-noout", "-ext", "subjectAltName", check=False).stdout.count(ip) > 0
-        ):
-            continue
-        sh(
-            "openssl",
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            pki / f"{name}.key",
-            "-out",
-            pki / f"{name}.csr",
-            "-subj",
-            subj,
-        )
-        ext = pki / f"{name}.ext"
-        ext.write_text((f"subjectAltName={san}\n" if san else "") + "extendedKeyUsage=serverAuth,clientAuth\n")
-        sh(
-            "openssl",
-            "x509",
-            "-req",
-            "-in",
-            pki / f"{name}.csr",
-            "-CA",
-            pki / "ca.crt",
-            "-CAkey",
-            pki / "ca.key",
-            "-CAcreateserial",
-            "-out",
-            crt,
-            "-days",
-            "3650",
-            "-extfile",
-            ext,
-        )
+        _cert(name, subj, san)
 
 
-def kubeconfig(name: str, server: str) -> Path:
-    path = STATE / f"{name}.kubeconfig"
+def node_certs(node: Node) -> tuple[str, str]:
+    """The kubelet's client and serving certificates of another node: their names in pki/."""
+    client, serving = f"kubelet@{node.name}", f"kubelet-serving@{node.name}"
+    _cert(client, f"/O=system:nodes/CN=system:node:{node.name}", None)
+    _cert(serving, f"/CN={node.name}", f"IP:{node.ip},DNS:{node.name}")
+    return client, serving
+
+
+def _cert(name: str, subj: str, san: str | None) -> None:
+    """pki/<name>.crt signed by the CA, unless one with every address of `san` is there."""
+    crt = pki / f"{name}.crt"
+    if crt.exists():
+        have = "" if san is None else sh("openssl", "x509", "-in", crt, "-noout", "-ext", "subjectAltName", check=False).stdout
+        if san is None or all(x.split(":", 1)[1] in have for x in san.split(",")):
+            return
+    sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", pki / f"{name}.key", "-out", pki / f"{name}.csr", "-subj", subj)
+    ext = pki / f"{name}.ext"
+    ext.write_text((f"subjectAltName={san}\n" if san else "") + "extendedKeyUsage=serverAuth,clientAuth\n")
+    sh(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        pki / f"{name}.csr",
+        "-CA",
+        pki / "ca.crt",
+        "-CAkey",
+        pki / "ca.key",
+        "-CAcreateserial",
+        "-out",
+        crt,
+        "-days",
+        "3650",
+        "-extfile",
+        ext,
+    )
+
+
+def kubeconfig(name: str, server: str, path: Path | None = None) -> Path:
+    """A kubeconfig for the client certificate pki/<name>.crt (written to `path`, default STATE/<name>.kubeconfig)."""
+    path = path or STATE / f"{name}.kubeconfig"
     path.write_text(
         json.dumps(
             {

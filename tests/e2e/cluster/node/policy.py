@@ -16,7 +16,18 @@ import shutil
 import socket
 from pathlib import Path
 
-from .config import BRIDGE, CILIUM_DIR, CILIUM_VERSION, GATEWAY, KUBECONFIG, NODE, POD_CIDR, STATE
+from .config import (
+    BRIDGE,
+    CILIUM_DIR,
+    CILIUM_VERSION,
+    CLUSTER_POD_CIDR,
+    GATEWAY,
+    HOST_NODE,
+    KUBECONFIG,
+    STATE,
+    Node,
+)
+from .pki import kubeconfig
 from .proc import NodeError, kubectl, node_ip, pid_of, say, sh, start, stop, wait_for
 
 RUN = Path("/var/run/cilium")  # the agent's state; cilium-cni finds the agent's API socket here
@@ -28,22 +39,35 @@ METRICS_PORT = 9962  # the agent's Prometheus metrics (its default port)
 DROP_LOG = STATE.parent / f"{STATE.name}-cilium-drops.jsonl"  # beside the node's state: kept by `down`
 
 
+def run_dir(node: Node) -> Path:
+    """The agent's state directory (its API socket, which cilium-cni finds by CILIUM_SOCK elsewhere)."""
+    return RUN if node.host else node.state / "cilium"
+
+
+def drop_log(node: Node) -> Path:
+    return DROP_LOG if node.host else node.state.parent / f"{node.name}-cilium-drops.jsonl"
+
+
 class _UnixHTTP(http.client.HTTPConnection):
+    def __init__(self, path: Path) -> None:
+        super().__init__("localhost")
+        self.path = path
+
     def connect(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(5)
-        self.sock.connect(str(SOCK))
+        self.sock.connect(str(self.path))
 
 
-def agent_status() -> dict:
+def agent_status(node: Node = HOST_NODE) -> dict:
     """The agent's own health (GET /v1/healthz on its API socket)."""
-    conn = _UnixHTTP("localhost")
+    conn = _UnixHTTP(run_dir(node) / "cilium.sock")
     conn.request("GET", "/v1/healthz")
     return json.loads(conn.getresponse().read())
 
 
-def agent_ok() -> bool:
-    return agent_status().get("cilium", {}).get("state") == "Ok"
+def agent_ok(node: Node = HOST_NODE) -> bool:
+    return agent_status(node).get("cilium", {}).get("state") == "Ok"
 
 
 def drops() -> dict[str, float]:
@@ -60,12 +84,24 @@ def drops() -> dict[str, float]:
     return out
 
 
-def pod_route(source: str) -> None:
-    """The host's route to the pods (the bridge's connected route) with this source address."""
-    sh("ip", "route", "replace", POD_CIDR, "dev", BRIDGE, "proto", "kernel", "scope", "link", "src", source)
+def pod_route(source: str, node: Node = HOST_NODE) -> None:
+    """The node's route to its pods (the bridge's connected route) with this source address."""
+    ip = ["ip"] if node.host else ["ip", "-n", node.netns]
+    sh(*ip, "route", "replace", node.pod_cidr, "dev", BRIDGE, "proto", "kernel", "scope", "link", "src", source)
 
 
-def up_policy_engine() -> None:
+def bpf_root(node: Node) -> Path:
+    """A BPF filesystem of the node's own: another node's agent pins its maps under the same names."""
+    if node.host:
+        return BPFFS
+    root = node.state / "bpf"
+    root.mkdir(parents=True, exist_ok=True)
+    if not any(line.split()[1] == str(root) for line in Path("/proc/mounts").read_text().splitlines()):
+        sh("mount", "-t", "bpf", "bpffs", root)
+    return root
+
+
+def up_policy_engine(node: Node = HOST_NODE) -> None:
     for exe in ("cilium-agent", "cilium-cni"):
         if not (CILIUM_DIR / exe).exists():
             raise NodeError(f"{CILIUM_DIR / exe} is missing: `bash tests/e2e/cluster/build.sh cilium` builds it")
@@ -79,19 +115,31 @@ def up_policy_engine() -> None:
         link.unlink(missing_ok=True)
         link.symlink_to(found)
     kubectl("apply", "--server-side", "--force-conflicts", "-f", CILIUM_DIR / "crds")
-    if not pid_of("cilium-agent"):  # a running agent writes to it: removing it would lose its drops
-        for old in DROP_LOG.parent.glob(f"{DROP_LOG.stem}*"):  # this node's drops only (and rotated ones)
+    name, log = node.proc("cilium-agent"), drop_log(node)
+    if not pid_of(name):  # a running agent writes to it: removing it would lose its drops
+        for old in log.parent.glob(f"{log.stem}*"):  # this node's drops only (and rotated ones)
             old.unlink()
+    kcfg = KUBECONFIG if node.host else kubeconfig("admin", node.api, node.state / "admin.kubeconfig")
+    # Another node's agent gets a mount namespace of its own with its state directory at the
+    # agent's fixed runtime path (/var/run/cilium: its API, health and shell sockets are there
+    # whatever --state-dir says); the node's containerd gives cilium-cni its socket (CILIUM_SOCK).
+    own_run = []
+    if not node.host:
+        run_dir(node).mkdir(parents=True, exist_ok=True)
+        RUN.mkdir(parents=True, exist_ok=True)
+        own_run = ["unshare", "--mount", "--propagation", "slave", "--", "sh", "-c"]
+        own_run += [f'mount --bind "{run_dir(node)}" {RUN} && exec "$@"', "sh"]
     start(
-        "cilium-agent",
+        name,
         [
+            *own_run,
             CILIUM_DIR / "cilium-agent",
-            f"--k8s-kubeconfig-path={KUBECONFIG}",
+            f"--k8s-kubeconfig-path={kcfg}",
             "--cni-chaining-mode=generic-veth",  # behind the bridge plugin, which wires the pods
             "--ipam=delegated-plugin",  # the bridge's host-local hands out the addresses
             "--local-router-ipv4=169.254.23.1",
             "--routing-mode=native",
-            f"--ipv4-native-routing-cidr={POD_CIDR}",
+            f"--ipv4-native-routing-cidr={CLUSTER_POD_CIDR}",  # pods on other nodes: routed, not masqueraded
             "--enable-ipv4-masquerade=false",  # the bridge masquerades
             "--enable-ipv6=false",
             "--kube-proxy-replacement=false",  # kube-proxy serves Services
@@ -99,25 +147,35 @@ def up_policy_engine() -> None:
             "--enable-l7-proxy=false",  # no Envoy (C++, not built here)
             "--enable-endpoint-health-checking=false",
             f"--cgroup-root={CGROUP2}",
-            f"--bpf-root={BPFFS}",
+            f"--bpf-root={bpf_root(node)}",
             f"--lib-dir={CILIUM_DIR}",  # its BPF sources, in bpf/
             f"--state-dir={RUN}",
             f"--prometheus-serve-addr=127.0.0.1:{METRICS_PORT}",  # drops by reason: drops()
             # every dropped packet (source, destination, identities, reason) to a log that `down` keeps
             "--enable-hubble=true",
-            f"--hubble-export-file-path={DROP_LOG}",
+            f"--hubble-export-file-path={log}",
             '--hubble-export-allowlist={"verdict":["DROPPED"]}',
         ],
-        env={"K8S_NODE_NAME": NODE, "PATH": f"{llvm}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
+        env={
+            "K8S_NODE_NAME": node.name,
+            "PATH": f"{llvm}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        },
+        netns=None if node.host else node.netns,
     )
     # The host reaches pods from the node's IP, which Cilium knows as the host (as on a cluster,
     # where the kubelet's probes come from a node IP), not from the bridge's gateway address,
     # which is "world" to it: a policy with `from:` peers would drop the kubelet's probes.
     # (Naming the bridge in --devices instead made the agent's programs on it drop pods'
     # API replies for ~35 s at a time: 12 of 150 requests timed out.)
-    pod_route(node_ip())
-    wait_for("Cilium's agent ready (it compiles its BPF programs first)", agent_ok, 240, "cilium-agent", every=1)
-    say(f"cilium-agent ready: NetworkPolicies are enforced (Cilium {CILIUM_VERSION})")
+    pod_route(node_ip() if node.host else node.ip, node)
+    wait_for(
+        f"Cilium's agent on {node.name} ready (it compiles its BPF programs first)",
+        lambda: agent_ok(node),
+        240,
+        name,
+        every=1,
+    )
+    say(f"cilium-agent ready on {node.name}: NetworkPolicies are enforced (Cilium {CILIUM_VERSION})")
 
 
 def clean_up() -> None:

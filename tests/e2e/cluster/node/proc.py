@@ -51,12 +51,14 @@ def pid_of(name: str) -> int | None:
         pid = int(f.read_text())
         os.kill(pid, 0)
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        return pid if name.encode() in cmdline or b"coredns" in cmdline else None
+        base = name.split("@")[0]  # `kubelet@tf-cluster-node-2`: a kubelet (config.Node.proc)
+        return pid if base.encode() in cmdline or b"coredns" in cmdline else None
     except (OSError, ValueError):
         return None
 
 
-def start(name: str, argv: list, env: dict | None = None) -> None:
+def start(name: str, argv: list, env: dict | None = None, netns: str | None = None) -> None:
+    """Start a long-lived process `name` (pid file, log), in network namespace `netns` if given."""
     if pid_of(name):
         say(f"{name} already running (pid {pid_of(name)})")
         return
@@ -66,7 +68,7 @@ def start(name: str, argv: list, env: dict | None = None) -> None:
     log.write(f"\n=== {time.strftime('%F %T')} {' '.join(map(str, argv))}\n")
     log.flush()
     p = subprocess.Popen(
-        [str(a) for a in argv],
+        [str(a) for a in (["nsenter", f"--net=/run/netns/{netns}", "--"] if netns else []) + argv],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -143,8 +145,9 @@ def kubectl(*args, input: str | None = None, check=True):
     return sh(exe, "--kubeconfig", KUBECONFIG, *args, input=input, check=check)
 
 
-def ctr(*args, check=True):
-    return sh("ctr", "--address", SOCK, "--namespace", "k8s.io", *args, check=check)
+def ctr(*args, check=True, sock: Path = SOCK):
+    """containerd's CLI on a node's containerd (default: this host's)."""
+    return sh("ctr", "--address", sock, "--namespace", "k8s.io", *args, check=check)
 
 
 def template(name: str, **values) -> str:

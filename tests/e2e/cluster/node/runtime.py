@@ -11,30 +11,28 @@ from pathlib import Path
 from .config import (
     BIN,
     BRIDGE,
-    BRIDGE_MAC,
     CILIUM_DIR,
+    CLUSTER_POD_CIDR,
     CNI_BIN,
     CNI_BIN_DIR,
-    GATEWAY,
+    HOST_NODE,
     PAUSE_IMAGE,
-    POD_CIDR,
     POLICY_ENGINE,
-    SOCK,
     STATE,
     TRAINER_REPO,
-    run,
+    Node,
 )
 from .proc import NodeError, ctr, say, sh, template
 
 
-def containerd_config() -> Path:
-    path = STATE / "containerd.toml"
+def containerd_config(node: Node = HOST_NODE) -> Path:
+    path = node.state / "containerd.toml"
     path.write_text(
         template(
             "containerd.toml",
-            STATE=STATE,
-            RUN=run,
-            SOCK=SOCK,
+            STATE=node.state,
+            RUN=node.run,
+            SOCK=node.sock,
             PAUSE_IMAGE=PAUSE_IMAGE,
             RESTRICT_OOM=str(restrict_oom()).lower(),
             CNI_BIN=CNI_BIN_DIR,
@@ -49,23 +47,30 @@ def restrict_oom() -> bool:
     return p.returncode != 0
 
 
-def ensure_network() -> None:
+def ensure_network(node: Node = HOST_NODE) -> None:
+    ip = ["ip"] if node.host else ["ip", "-n", node.netns]
+    in_ns = [] if node.host else ["ip", "netns", "exec", node.netns]
     for key in ("net/ipv4/ip_forward", "net/bridge/bridge-nf-call-iptables"):
-        try:
-            Path("/proc/sys", key).write_text("1")
-        except OSError as e:
-            say(f"warning: cannot set {key}: {e}")
-    if sh("ip", "link", "show", BRIDGE, check=False).returncode != 0:
-        sh("ip", "link", "add", BRIDGE, "type", "bridge")
-    if GATEWAY not in sh("ip", "-4", "addr", "show", BRIDGE).stdout:
-        sh("ip", "addr", "add", f"{GATEWAY}/24", "dev", BRIDGE)
+        p = sh(*in_ns, "sysctl", "-qw", f"{key.replace('/', '.')}=1", check=False)
+        if p.returncode != 0:
+            say(f"warning: cannot set {key} on {node.name}: {p.stderr.strip()}")
+    if sh(*ip, "link", "show", BRIDGE, check=False).returncode != 0:
+        sh(*ip, "link", "add", BRIDGE, "type", "bridge")
+    if node.gateway not in sh(*ip, "-4", "addr", "show", BRIDGE).stdout:
+        sh(*ip, "addr", "add", f"{node.gateway}/24", "dev", BRIDGE)
     # A fixed MAC: a bridge without one takes the lowest MAC of its ports, so a pod's veth coming
     # or going could change the gateway's MAC under the other pods, whose ARP entries then name
     # the old one: their frames to the gateway (DNS, the API server) were flooded to the other
     # pods and lost until the entries went stale (API reads timing out for up to ~2 min after a
     # pod was replaced; Cilium counted the flooded copies as "Policy denied" at the other pods).
-    sh("ip", "link", "set", BRIDGE, "address", BRIDGE_MAC)
-    sh("ip", "link", "set", BRIDGE, "up")
+    sh(*ip, "link", "set", BRIDGE, "address", node.bridge_mac)
+    sh(*ip, "link", "set", BRIDGE, "up")
+    # Pod to pod across nodes keeps the pods' addresses (the bridge masquerades whatever leaves its
+    # subnet; a policy on the far node must see the source pod, not a node). kube-proxy's own
+    # masquerade mark (hairpin, outside clients of a Service) still applies.
+    keep = ["-s", CLUSTER_POD_CIDR, "-d", CLUSTER_POD_CIDR, "-m", "mark", "!", "--mark", "0x4000/0x4000", "-j", "RETURN"]
+    if sh(*in_ns, "iptables", "-t", "nat", "-C", "POSTROUTING", *keep, check=False).returncode != 0:
+        sh(*in_ns, "iptables", "-t", "nat", "-I", "POSTROUTING", "1", *keep)
     # one plugin directory for containerd: Debian's plugins and, with the policy engine, Cilium's
     CNI_BIN_DIR.mkdir(parents=True, exist_ok=True)
     plugins = {p.name: p for p in Path(CNI_BIN).iterdir()}
@@ -79,7 +84,7 @@ def ensure_network() -> None:
     # Cilium after the bridge (generic-veth chaining): the bridge wires the pod, Cilium's agent
     # attaches its policy programs to the pod's veth
     chained = [{"type": "cilium-cni", "chaining-mode": "generic-veth"}] if POLICY_ENGINE == "cilium" else []
-    netd = STATE / "cni" / "net.d"
+    netd = node.state / "cni" / "net.d"
     netd.mkdir(parents=True, exist_ok=True)
     (netd / "10-tf-cluster.conflist").write_text(
         json.dumps(
@@ -95,9 +100,9 @@ def ensure_network() -> None:
                         "hairpinMode": True,
                         "ipam": {
                             "type": "host-local",
-                            "ranges": [[{"subnet": POD_CIDR, "gateway": GATEWAY}]],
+                            "ranges": [[{"subnet": node.pod_cidr, "gateway": node.gateway}]],
                             "routes": [{"dst": "0.0.0.0/0"}],
-                            "dataDir": str(STATE / "cni" / "ipam"),
+                            "dataDir": str(node.state / "cni" / "ipam"),
                         },
                     },
                     *chained,
@@ -118,15 +123,21 @@ def podman(*args, check=True):
     return sh("podman", *flags, *args, check=check)
 
 
-def ctr_images() -> set[str]:
-    return set(ctr("images", "list", "-q").stdout.split())
+def ctr_images(node: Node = HOST_NODE) -> set[str]:
+    return set(ctr("images", "list", "-q", sock=node.sock).stdout.split())
 
 
-def ensure_pause_image() -> None:
-    if PAUSE_IMAGE in ctr_images():
+def ensure_pause_image(node: Node = HOST_NODE) -> None:
+    if PAUSE_IMAGE in ctr_images(node):
         return
     say("building the pause image (a static Go binary, no base) with buildah")
     tar = STATE / "pause.tar"
+    if not node.host:  # built once, for the first node: copied from its containerd
+        tar = node.state / "pause.tar"
+        ctr("images", "export", tar, PAUSE_IMAGE)
+        ctr("images", "import", tar, sock=node.sock)
+        tar.unlink()
+        return
     c = sh("buildah", "from", "scratch").stdout.strip()
     try:
         sh("buildah", "copy", c, BIN / "pause", "/pause")
@@ -136,17 +147,17 @@ def ensure_pause_image() -> None:
         sh("buildah", "rm", c, check=False)
     tar.unlink(missing_ok=True)
     podman("save", "--format", "docker-archive", "-o", tar, PAUSE_IMAGE)
-    ctr("images", "import", "--no-unpack", tar)
+    ctr("images", "import", "--no-unpack", tar, sock=node.sock)
     tar.unlink()
 
 
-def import_images(images: list[str]) -> None:
+def import_images(images: list[str], node: Node = HOST_NODE) -> None:
     """Copy images from podman's store into containerd's (what `kind load` does for kind).
     Tags of one image are imported once and tagged in containerd. A tag whose podman image
     changed since it was imported (a rebuild) is imported again."""
-    record = STATE / "containerd" / "imported.json"
+    record = node.state / "containerd" / "imported.json"
     imported = json.loads(record.read_text()) if record.exists() else {}
-    have = ctr_images()
+    have = ctr_images(node)
     by_id: dict[str, list[str]] = {}
     for image in images:
         p = podman("image", "inspect", "--format", "{{.Id}}", image, check=False)
@@ -159,18 +170,18 @@ def import_images(images: list[str]) -> None:
         if not missing:
             continue
         if not current:
-            say(f"importing {missing[0]} into containerd (what `kind load` does) ...")
+            say(f"importing {missing[0]} into {node.name}'s containerd (what `kind load` does) ...")
             t = time.monotonic()
-            tar = STATE / "import.tar"
+            tar = node.state / "import.tar"
             tar.unlink(missing_ok=True)
             podman("save", "--format", "docker-archive", "-o", tar, missing[0])
-            ctr("images", "import", tar)
+            ctr("images", "import", tar, sock=node.sock)
             tar.unlink()
-            say(f"imported {missing[0]} in {time.monotonic() - t:.0f}s")
+            say(f"imported {missing[0]} into {node.name} in {time.monotonic() - t:.0f}s")
             current, missing = [missing[0]], missing[1:]
         for tag in missing:
-            ctr("images", "rm", tag, check=False)
-            ctr("images", "tag", current[0], tag)
+            ctr("images", "rm", tag, check=False, sock=node.sock)
+            ctr("images", "tag", current[0], tag, sock=node.sock)
         imported.update({t: iid for t in tags})
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(imported, indent=1, sort_keys=True))

@@ -1,0 +1,189 @@
+"""The other nodes: each a network namespace on this host with its own containerd, kubelet,
+kube-proxy and Cilium agent (config.Node), joined to the control plane on the first node.
+
+What makes them separate nodes and not only separate processes: their own network stack
+(a veth on the host bridge NODE_BRIDGE, 10.245.0.<n>; their own pod bridge and pod CIDR
+10.244.<n-1>.0/24; their own iptables, so their own kube-proxy rules and Cilium datapath),
+their own container runtime and image store, their own kubelet root, pod logs and cgroup
+root (/tfc-n<n>). Pods reach pods on other nodes by plain routes (as flannel's host-gw or
+Cilium's native routing do), unmasqueraded, so NetworkPolicies see the real source pod.
+They share this host's kernel, CPUs and filesystem, which is what lets a `local-path`
+claim in shared-filesystem mode be a real ReadWriteMany volume across them (an NFS export
+mounted on every node, in effect).
+
+The faults a test injects (node/cli.py `node kill|partition|heal|start`):
+  kill       its link goes down and every process of the node (kubelet, containerd, kube-proxy,
+             the agent, every container) is SIGKILLed at once: a machine that lost power
+             (nothing answers, not even a TCP reset).
+  partition  its link to the others and the control plane goes down; everything on it keeps
+             running (a network partition: its pods live on, unseen).
+  heal       the link comes back.
+  start      the node's processes start again (a rebooted machine: its containers are gone).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+from .config import EXTRA_NODES, NODE_BRIDGE, NODE_NET_GW, POLICY_ENGINE, Node, logs, run
+from .proc import NodeError, ctr, pid_of, say, sh, stop
+from .kubelet import up_node
+
+COMPONENTS = ("containerd", "kubelet", "kube-proxy", "cilium-agent")
+
+
+def by_name(name: str) -> Node:
+    for node in EXTRA_NODES:
+        if name in (node.name, str(node.index)):
+            return node
+    raise NodeError(f"no node {name!r}: the other nodes are {', '.join(n.name for n in EXTRA_NODES) or 'none'}")
+
+
+def host_link(node: Node) -> str:
+    return f"tfcn{node.index}h"
+
+
+def ensure_links() -> None:
+    """The nodes' network: the host bridge, each node's namespace and veth, the routes between pod CIDRs."""
+    if not EXTRA_NODES:
+        return
+    if sh("ip", "link", "show", NODE_BRIDGE, check=False).returncode != 0:
+        sh("ip", "link", "add", NODE_BRIDGE, "type", "bridge")
+    if NODE_NET_GW not in sh("ip", "-4", "addr", "show", NODE_BRIDGE).stdout:
+        sh("ip", "addr", "add", f"{NODE_NET_GW}/24", "dev", NODE_BRIDGE)
+    sh("ip", "link", "set", NODE_BRIDGE, "up")
+    for node in EXTRA_NODES:
+        if node.netns not in sh("ip", "netns", "list").stdout.split():
+            sh("ip", "netns", "add", node.netns)
+        if sh("ip", "link", "show", host_link(node), check=False).returncode != 0:
+            sh("ip", "link", "add", host_link(node), "type", "veth", "peer", "name", f"tfcn{node.index}p")
+            sh("ip", "link", "set", f"tfcn{node.index}p", "netns", node.netns)
+            sh("ip", "-n", node.netns, "link", "set", f"tfcn{node.index}p", "name", "eth0")
+        sh("ip", "link", "set", host_link(node), "master", NODE_BRIDGE, "up")
+        ip = ["ip", "-n", node.netns]
+        sh(*ip, "link", "set", "lo", "up")
+        if node.ip not in sh(*ip, "-4", "addr", "show", "eth0").stdout:
+            sh(*ip, "addr", "add", f"{node.ip}/24", "dev", "eth0")
+        sh(*ip, "link", "set", "eth0", "up")
+        sh(*ip, "route", "replace", "default", "via", NODE_NET_GW)
+        sh("ip", "route", "replace", node.pod_cidr, "via", node.ip)  # the host to this node's pods
+        for other in EXTRA_NODES:  # this node to the other extra nodes' pods (the host's: the default route)
+            if other != node:
+                sh(*ip, "route", "replace", other.pod_cidr, "via", other.ip)
+
+
+def ensure_cgroups(node: Node) -> None:
+    """The node's cgroup root in every hierarchy (the kubelet refuses a cgroupRoot that is missing)."""
+    for hierarchy in Path("/sys/fs/cgroup").iterdir():
+        if not (hierarchy / "cgroup.procs").exists():
+            continue
+        d = hierarchy / node.netns
+        d.mkdir(exist_ok=True)
+        for f in ("cpuset.cpus", "cpuset.mems"):  # a new cpuset starts empty
+            if (d / f).exists() and not (d / f).read_text().strip():
+                (d / f).write_text((hierarchy / f).read_text())
+
+
+def up_extra_nodes(images: list[str], only: Node | None = None) -> None:
+    from .policy import up_policy_engine
+
+    ensure_links()
+    for node in [only] if only else EXTRA_NODES:
+        t = time.monotonic()
+        for d in (node.state, node.run):
+            d.mkdir(parents=True, exist_ok=True)
+        ensure_cgroups(node)
+        up_node(node.ip, images, node)
+        if POLICY_ENGINE == "cilium":
+            up_policy_engine(node)
+        say(f"node {node.name} up in {time.monotonic() - t:.1f}s")
+
+
+def pids(node: Node) -> list[int]:
+    """Every process of the node: its components and every container process under its cgroup root."""
+    found = {pid for c in COMPONENTS if (pid := pid_of(node.proc(c)))}
+    for hierarchy in (Path("/sys/fs/cgroup/pids"), Path("/sys/fs/cgroup/memory"), Path("/sys/fs/cgroup/unified")):
+        root = hierarchy / node.netns
+        if root.is_dir():
+            for procs in root.rglob("cgroup.procs"):
+                found.update(int(x) for x in procs.read_text().split())
+    # the containers' shims (containerd's children, outside the pods' cgroups)
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                cmd = (proc / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"containerd-shim" in cmd and str(node.sock).encode() in cmd:
+                found.add(int(proc.name))
+    return sorted(found)
+
+
+def kill(node: Node) -> int:
+    """Cut the node's link and SIGKILL every process of it (a machine losing power). Returns how many."""
+    if node.netns in sh("ip", "netns", "list").stdout.split():
+        partition(node, cut=True)
+    victims = pids(node)
+    for pid in victims:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    for c in COMPONENTS:
+        (run / f"{node.proc(c)}.pid").unlink(missing_ok=True)
+    say(f"node {node.name} killed ({len(victims)} processes)")
+    return len(victims)
+
+
+def partition(node: Node, cut: bool) -> None:
+    """Cut the node off from every other node and the control plane (or join it back)."""
+    sh("ip", "link", "set", host_link(node), "down" if cut else "up")
+    say(f"node {node.name} {'cut off' if cut else 'joined back'}")
+
+
+def down_extra_nodes(purge: bool) -> None:
+    from .policy import bpf_root
+
+    for node in EXTRA_NODES:
+        for c in ("cilium-agent", "kube-proxy", "kubelet"):
+            stop(node.proc(c))
+        if pid_of(node.proc("containerd")):
+            for cid in ctr("containers", "list", "-q", check=False, sock=node.sock).stdout.split():
+                ctr("tasks", "kill", "-s", "SIGKILL", cid, check=False, sock=node.sock)
+            time.sleep(1)
+            for cid in ctr("containers", "list", "-q", check=False, sock=node.sock).stdout.split():
+                ctr("tasks", "delete", "-f", cid, check=False, sock=node.sock)
+                ctr("containers", "delete", cid, check=False, sock=node.sock)
+        kill(node)  # whatever is left (a killed node's containers)
+        stop(node.proc("containerd"))
+        if node.state.exists() and POLICY_ENGINE == "cilium":
+            sh("umount", "-l", bpf_root(node), check=False)
+        mounts = [
+            line.split()[1]
+            for line in Path("/proc/mounts").read_text().splitlines()
+            if line.split()[1].startswith(str(node.state))
+        ]
+        for m in sorted(mounts, key=len, reverse=True):
+            sh("umount", "-l", m, check=False)
+        sh("ip", "netns", "delete", node.netns, check=False)  # its links, iptables and routes go with it
+        sh("ip", "route", "delete", node.pod_cidr, check=False)
+        for hierarchy in Path("/sys/fs/cgroup").iterdir():
+            root = hierarchy / node.netns
+            if root.is_dir():  # leaves first (only a cgroup without children or tasks can be removed)
+                for d in sorted((p for p in root.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)) + [root]:
+                    try:
+                        d.rmdir()
+                    except OSError:
+                        pass
+        keep = {"containerd"} if not purge else set()
+        for child in node.state.iterdir() if node.state.exists() else []:
+            if child.name not in keep:
+                shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
+        for log in logs.glob(f"*@{node.name}.log"):
+            log.unlink()
+    if EXTRA_NODES:
+        sh("ip", "link", "delete", NODE_BRIDGE, check=False)

@@ -1,0 +1,350 @@
+"""Many nodes: releases spread over the harness's three nodes (node/nodes.py), NetworkPolicy
+across nodes, and a node that dies, is cut off or is drained mid-training.
+
+The other nodes carry the NoSchedule taint node/config.EXTRA_NODE_TAINT (the single-node
+scenarios stay on the first node); these releases tolerate it and spread one task per node
+(a hard topology spread on the hostname). Checkpoints are on the default class `standard`:
+local-path in shared-filesystem mode, a ReadWriteMany volume every node mounts.
+
+Expected outcomes (README "Lifecycle", the node rows) are asserted with their figures:
+- a node lost mid-run (killed, or cut off): Kubernetes calls it NotReady after the
+  controller manager's 50 s grace, evicts its pods after nodeLoss.tolerationSeconds (30 s),
+  and their deletion deadline passes terminationGracePeriodSeconds later with no kubelet to
+  confirm; the launchers of the other tasks then fence the stranded pod (mark it Failed), its
+  Job replaces it on another node and training resumes from the checkpoint;
+- a cut-off node that comes back stops the fenced pod at once (its kubelet finds it deleted):
+  two live pods of one task exist only while the old one cannot reach anything;
+- `kubectl drain`: evictions, not counted as failures; the tasks resume on the other nodes.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from test_cluster import EX, INDEX, KUBECONFIG, all_complete, epochs, install, log, pods_of, say, wait, wait_for_log
+from test_faults import model_exported, node_fault, on_the_harness_node
+
+from tf_cluster import progress
+
+sys.path.insert(0, str(Path(__file__).with_name("node").parent))
+from node import config as node_config  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not on_the_harness_node() or node_config.NODE_COUNT < 3,
+    reason="needs the harness's three nodes (`make e2e` brings them up here; TF_CLUSTER_NODES=3) to "
+    "spread tasks over and to kill, cut off and drain them",
+)
+
+NODES = [node_config.HOST_NODE.name] + [n.name for n in node_config.EXTRA_NODES]
+LOST = node_config.EXTRA_NODES[-1]  # the node the faults take away (never the control plane's)
+KUBECTL = node_config.ROOT / ".tools" / "bin" / "kubectl"
+# the launchers' fence, the lost-node tolerations and the grace period of these releases (the bound)
+GRACE_S, TOLERATION_S = 20, 30
+NODE_MONITOR_GRACE_S = 50  # kube-controller-manager's default --node-monitor-grace-period (1.32+)
+
+
+def spread(tmp_path: Path, release: str, **extra) -> Path:
+    """Values: one task per node (hard spread on the hostname), the extra nodes' taint tolerated,
+    a ReadWriteMany checkpoint claim."""
+    values = {
+        "roleDefaults": {
+            "tolerations": [{"key": node_config.EXTRA_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}],
+            "topologySpreadConstraints": [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "DoNotSchedule",
+                    # a lost, cordoned or drained node (tainted) no longer counts for the skew
+                    "nodeTaintsPolicy": "Honor",
+                    "labelSelector": {"matchLabels": {"app.kubernetes.io/instance": release}},
+                }
+            ],
+        },
+        "storage": {"checkpoints": {"type": "pvc", "size": "1Gi", "accessModes": ["ReadWriteMany"]}},
+        "job": {"terminationGracePeriodSeconds": GRACE_S},
+        "launcher": {"stopGraceSeconds": GRACE_S // 2},
+        "nodeLoss": {"tolerationSeconds": TOLERATION_S, "fenceCheckSeconds": 5},
+        **extra,
+    }
+    path = tmp_path / f"{release}-spread.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return path
+
+
+def placement(api, ns: str) -> dict[str, str]:
+    """pod name -> node, for the release's training pods."""
+    return {p.metadata.name: p.spec.node_name for p in pods_of(api, ns, "-tf-cluster-") if p.spec.node_name}
+
+
+def kubectl(*args: str, timeout: float = 300) -> str:
+    r = subprocess.run([str(KUBECTL), "--kubeconfig", KUBECONFIG, *args], capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
+    return r.stdout
+
+
+def node_ready(api, name: str) -> bool:
+    from kubernetes import client
+
+    node = client.CoreV1Api(api).read_node(name)
+    return any(c.type == "Ready" and c.status == "True" for c in node.status.conditions or [])
+
+
+def wait_until(check, what: str, timeout: float, every: float = 1.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = check()
+        if got:
+            return got
+        time.sleep(every)
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+
+
+def worker_on(api, ns: str, node: str, epoch: int) -> str:
+    """The worker pod on `node`, once it has reported `epoch` (training is under way)."""
+    pod = wait_until(
+        lambda: next((p for p, n in placement(api, ns).items() if n == node and "-worker-" in p), None),
+        f"a worker placed on {node}",
+        300,
+    )
+    index = next(p.metadata.labels[INDEX] for p in pods_of(api, ns, "-worker-") if p.metadata.name == pod)
+    release = pod.split("-tf-cluster-")[0]
+    wait_for_log(
+        api, ns, release, "-worker-", index, lambda t: progress.TaskProgress.of_log(t).progress.get("epoch", 0) >= epoch
+    )
+    return pod
+
+
+@pytest.fixture
+def lost_node(api):
+    """The node the test takes away, given back afterwards (started again, joined, uncordoned, Ready)."""
+    yield LOST.name
+    node_fault("heal", str(LOST.index))
+    from node import nodes
+
+    if not nodes.pids(LOST) or not node_ready(api, LOST.name):
+        node_fault("start", str(LOST.index))
+    subprocess.run([str(KUBECTL), "--kubeconfig", KUBECONFIG, "uncordon", LOST.name], capture_output=True)
+    wait_until(lambda: node_ready(api, LOST.name), f"{LOST.name} Ready again", 180)
+
+
+# ----------------------------------------------------------------- placement across nodes
+@pytest.mark.parametrize(
+    "example,replicas",
+    [("mwms-cpu.yaml", {"worker": 3}), ("parameter-server.yaml", {"chief": 1, "worker": 2, "ps": 1})],
+    ids=["multiWorkerMirrored", "parameterServer"],
+)
+def test_a_release_spread_over_three_nodes_trains_gang_placed_and_exports_its_model(api, ns, tmp_path, example, replicas):
+    release = "spread"
+    sets = tuple(f"roles.{r}.replicas={n}" for r, n in replicas.items())
+    install(ns, release, EX / example, spread(tmp_path, release), sets=(*sets, *epochs(3, 40)))
+    snap = wait(api, ns, release, timeout=600)
+    all_complete(snap, api, ns, release)
+    where = placement(api, ns)
+    say(f"placement: {where}")
+    assert set(where.values()) == set(NODES), f"one task per node expected over {NODES}: {where}"
+    model_exported(api, ns, release)
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    pods = [core.read_namespaced_pod(p, ns) for p in where]
+    assert all(p.spec.scheduling_group for p in pods), "every task joins the release's PodGroup (the native gang)"
+    bound = sorted(
+        c.last_transition_time.timestamp() for p in pods for c in p.status.conditions if c.type == "PodScheduled"
+    )
+    say(f"the gang of {len(pods)} was bound to {len(set(where.values()))} nodes within {bound[-1] - bound[0]:.0f}s")
+    assert bound[-1] - bound[0] <= 2, "the gang is bound all at once, not pod by pod"
+
+
+def test_network_policy_admits_release_pods_and_drops_outsiders_across_nodes(api, ns, tmp_path):
+    """A ParameterServer release serving, its ps on one node; probes from other nodes: a task of the
+    release (admitted) and an outside pod (dropped by the destination node's Cilium agent)."""
+    import re
+
+    from kubernetes import client
+    from test_security import PROBE, exec_in, probe_pod, running
+
+    release = "netpol"
+    install(ns, release, EX / "parameter-server.yaml", spread(tmp_path, release), sets=epochs(100000, 60))
+    core = client.CoreV1Api(api)
+    worker = wait_for_log(api, ns, release, "-worker-", "0", r"serving worker:0")
+    wait_for_log(api, ns, release, "-ps-", "0", r"serving ps:0")
+    where = placement(api, ns)
+    (ps_pod,) = [p for p in where if "-ps-" in p]
+    pod = core.read_namespaced_pod(worker, ns)
+    (tf,) = [c for c in pod.spec.containers if c.name == "tensorflow"]
+    tf_config = next(e.value for e in tf.env if e.name == "TF_CONFIG")
+    ps_host, ps_port = re.search(r'"ps":\["([^"]+)"', tf_config).group(1).rsplit(":", 1)
+    elsewhere = next(n for n in NODES if n not in (where[ps_pod], where[worker]))
+    probe_pod(api, ns, "outsider", tf.image, node=elsewhere)
+    wait_until(lambda: running(api, ns, "outsider"), "the outside probe pod running", 120)
+    assert where[worker] != where[ps_pod], f"the worker and the ps share a node: {where}"
+    inside = exec_in(ns, worker, PROBE, ps_host, ps_port, container="tensorflow")
+    outside = exec_in(ns, "outsider", PROBE, ps_host, ps_port)
+    say(
+        f"ps on {where[ps_pod]}: release worker on {where[worker]} -> {inside}; "
+        f"outside pod on {elsewhere} -> {outside}"
+    )
+    assert inside == {"dns": True, "tcp": "open"}
+    assert outside == {"dns": True, "tcp": "timeout"}, "the NetworkPolicy must drop an outside pod on another node"
+
+
+# ----------------------------------------------------------------- a node lost mid-run
+def lost_node_timeline(api, ns: str, victim: str, t_fault: float) -> dict[str, float]:
+    """Seconds from the fault to: the node NotReady, the pod evicted, fenced (Failed), replaced
+    (its index's next pod Running)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    pod = core.read_namespaced_pod(victim, ns)
+    node = core.read_node(pod.spec.node_name)
+    ready = next(c for c in node.status.conditions if c.type == "Ready")
+    evicted = next((c for c in pod.status.conditions or [] if c.type == "DisruptionTarget"), None)
+    index = pod.metadata.labels[INDEX]
+    job = pod.metadata.labels["batch.kubernetes.io/job-name"]
+    later = [
+        p
+        for p in pods_of(api, ns, "-worker-")
+        if p.metadata.labels[INDEX] == index
+        and p.metadata.labels["batch.kubernetes.io/job-name"] == job
+        and p.metadata.creation_timestamp > pod.metadata.creation_timestamp
+    ]
+    started = [
+        cs.state.running.started_at.timestamp() if cs.state.running else cs.state.terminated.started_at.timestamp()
+        for p in later
+        for cs in p.status.container_statuses or []
+        if cs.state.running or cs.state.terminated
+    ]
+    return {
+        "NotReady": ready.last_transition_time.timestamp() - t_fault,
+        "evicted": evicted.last_transition_time.timestamp() - t_fault if evicted else float("nan"),
+        "replacement created": min(p.metadata.creation_timestamp.timestamp() for p in later) - t_fault
+        if later
+        else float("nan"),
+        "replacement running": min(started) - t_fault if started else float("nan"),
+    }
+
+
+def fence_lines(api, ns: str) -> list[str]:
+    return [
+        line
+        for p in pods_of(api, ns, "-tf-cluster-")
+        for line in log(api, ns, p.metadata.name).splitlines()
+        if "fencing " in line
+    ]
+
+
+# The bound the README states for a lost node: NotReady after the node monitor's grace, evicted
+# after the tolerations, the deletion deadline after the grace period, fenced within a check and
+# its margin, and a replacement running within a minute of that (placement, image, TF start).
+BOUND_S = NODE_MONITOR_GRACE_S + 10 + TOLERATION_S + GRACE_S + 10 + 5 + 60
+
+
+@pytest.mark.parametrize("fault", ["kill", "partition"])
+def test_a_node_lost_mid_run_is_fenced_and_training_resumes_on_the_others(api, ns, tmp_path, lost_node, fault):
+    """MultiWorkerMirrored, one worker per node; the third node dies (kill: every process and its
+    link at once) or is cut off (partition: its pods live on, unseen), at epoch 2."""
+    from kubernetes import client
+
+    release = "lost"
+    install(
+        ns,
+        release,
+        EX / "mwms-cpu.yaml",
+        spread(tmp_path, release),
+        sets=("roles.worker.replicas=3", *epochs(14, 300)),
+    )
+    victim = worker_on(api, ns, lost_node, epoch=2)
+    t_fault, _, _ = node_fault(fault, str(LOST.index))
+    core = client.CoreV1Api(api)
+    fenced = wait_until(
+        lambda: core.read_namespaced_pod(victim, ns).status.phase == "Failed",
+        f"{victim} fenced (marked Failed) after {lost_node} was lost",
+        BOUND_S,
+        every=2,
+    )
+    t_fenced = time.time()
+    assert fenced
+    if fault == "partition":
+        # two live pods of worker <index> for as long as the old one is cut off, never after:
+        # the node comes back and its kubelet stops the fenced pod
+        from node import nodes
+
+        replacement_running = wait_until(
+            lambda: lost_node_timeline(api, ns, victim, t_fault)["replacement running"] > 0,
+            "the replacement running",
+            120,
+        )
+        assert replacement_running
+        node_fault("heal", str(LOST.index))
+        t_heal = time.time()
+        cid = next(cs.container_id for cs in core.read_namespaced_pod(victim, ns).status.container_statuses or [])
+        cid = (cid or "").split("://")[-1]
+
+        def old_task_stopped() -> bool:
+            tasks = nodes.ctr("tasks", "list", check=False, sock=LOST.sock).stdout
+            return not any(line.startswith(cid) and "RUNNING" in line for line in tasks.splitlines()) if cid else True
+
+        wait_until(old_task_stopped, f"the fenced pod's container stopped on {lost_node} after it rejoined", 90)
+        say(f"the cut-off pod's container stopped {time.time() - t_heal:.1f}s after {lost_node} rejoined")
+    snap = wait(api, ns, release, timeout=900)
+    all_complete(snap, api, ns, release)
+    timeline = lost_node_timeline(api, ns, victim, t_fault)
+    timeline["fenced"] = t_fenced - t_fault
+    timeline["complete"] = time.time() - t_fault
+    say("lost node timeline (s after the fault): " + ", ".join(f"{k} {v:.0f}" for k, v in timeline.items()))
+    assert timeline["replacement running"] <= BOUND_S, f"recovery took longer than the stated bound {BOUND_S}s"
+    lines = fence_lines(api, ns)
+    assert any(victim in line for line in lines), f"no launcher said it fenced {victim}: {lines}"
+    victim_pod = core.read_namespaced_pod(victim, ns)
+    assert victim_pod.status.reason == "NodeLost", victim_pod.status
+    (job,) = snap.jobs.values()
+    replacement = [
+        p
+        for p in pods_of(api, ns, "-worker-")
+        if p.metadata.labels[INDEX] == victim_pod.metadata.labels[INDEX] and p.status.phase == "Succeeded"
+    ]
+    assert replacement and replacement[0].spec.node_name != lost_node
+    resumed = progress.TaskProgress.of_log(log(api, ns, replacement[0].metadata.name)).resumed_at()
+    say(
+        f"worker {victim_pod.metadata.labels[INDEX]} resumed at epoch {resumed[-1] if resumed else None} on "
+        f"{replacement[0].spec.node_name}; Job failures counted: {job.status.failed or 0} "
+        f"(backoffLimitPerIndex {job.spec.backoff_limit_per_index})"
+    )
+    assert resumed and resumed[-1] >= 2, "training resumes from the checkpoint, not from epoch 0"
+    model_exported(api, ns, release)
+
+
+def test_draining_a_node_moves_its_tasks_and_training_resumes_without_counting_failures(api, ns, tmp_path, lost_node):
+    """`kubectl drain` of a node running tasks (an upgrade, a scale-down): its pods are evicted
+    (DisruptionTarget: ignored by the Jobs' podFailurePolicy), replaced on the other nodes."""
+    release = "drain"
+    install(
+        ns,
+        release,
+        EX / "mwms-cpu.yaml",
+        spread(tmp_path, release),
+        sets=("roles.worker.replicas=3", *epochs(10, 300)),
+    )
+    victim = worker_on(api, ns, lost_node, epoch=2)
+    on_node = [p for p, n in placement(api, ns).items() if n == lost_node]
+    t0 = time.time()
+    kubectl("drain", lost_node, "--ignore-daemonsets", "--delete-emptydir-data", "--timeout=180s", timeout=240)
+    say(f"drained {lost_node} ({len(on_node)} task(s): {on_node}) in {time.time() - t0:.0f}s")
+    snap = wait(api, ns, release, timeout=900)
+    all_complete(snap, api, ns, release)
+    moved = [p for p in pods_of(api, ns, "-worker-") if p.status.phase == "Succeeded"]
+    assert all(p.spec.node_name != lost_node for p in moved)
+    index = next(p.metadata.labels[INDEX] for p in pods_of(api, ns, "-worker-") if p.metadata.name == victim)
+    (replacement,) = [p for p in moved if p.metadata.labels[INDEX] == index]
+    counts = {k.rsplit("/", 1)[1]: v for k, v in replacement.metadata.annotations.items() if "failure-count" in k}
+    say(f"worker {index} replaced after the drain: {counts}")
+    # the eviction is not a failure of that task (podFailurePolicy: DisruptionTarget -> Ignore)
+    assert counts.get("job-index-failure-count", "0") == "0" and counts.get("job-index-ignored-failure-count") >= "1"
+    resumed = progress.TaskProgress.of_log(log(api, ns, replacement.metadata.name)).resumed_at()
+    say(f"worker {index} resumed at epoch {resumed[-1] if resumed else None}; done {time.time() - t0:.0f}s after the drain")
+    assert resumed and resumed[-1] >= 2
