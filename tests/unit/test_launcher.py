@@ -244,3 +244,20 @@ def test_a_missing_tf_config_is_said_with_how_to_force_it(tmp_path):
     assert "tfConfig.alwaysSet=true" in err
     p = start([sys.executable, "-c", "pass"], tmp_path, TF_CONFIG=cluster("localhost"))
     assert "TF_CONFIG is not set" not in p.communicate(timeout=30)[1]
+
+
+@pytest.mark.parametrize(
+    "deleted,phase,want",
+    [
+        (None, "Running", False),  # not deleted: never fenced
+        ("2026-11-25T12:00:00Z", "Running", False),  # 5 s past the deadline, within the 10 s margin
+        ("2026-11-25T11:59:50Z", "Running", True),  # 15 s past it: no kubelet ended it
+        ("2026-11-25T11:59:50Z", "Pending", True),
+        ("2026-11-25T11:59:50Z", "Failed", False),  # already finished: nothing to do
+        ("2026-11-25T11:59:50Z", "Succeeded", False),
+    ],
+)
+def test_a_pod_is_stranded_when_no_kubelet_ended_it_past_its_deletion_deadline(deleted, phase, want):
+    now = launcher.parse_time("2026-11-25T12:00:05Z")
+    pod = {"metadata": {"name": "p", **({"deletionTimestamp": deleted} if deleted else {})}, "status": {"phase": phase}}
+    assert launcher.stranded(pod, now, after=10) is want

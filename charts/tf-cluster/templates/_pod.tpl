@@ -59,7 +59,7 @@ spec:
   nodeSelector:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with $role.affinity }}
+  {{- with (include "tf-cluster.affinity" (dict "context" $ctx "affinity" $role.affinity) | fromJson) }}
   affinity:
     {{- toYaml . | nindent 4 }}
   {{- end }}

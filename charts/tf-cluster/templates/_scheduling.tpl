@@ -130,3 +130,17 @@ single
 {{- end -}}
 {{- toJson $out -}}
 {{- end -}}
+
+{{/* A pod's affinity, as JSON: its own (`role.affinity`), with scheduling.singleNode's required
+     pod affinity to the release's pods on one node added.
+     Usage: include "tf-cluster.affinity" (dict "context" $ "affinity" $role.affinity) | fromJson */}}
+{{- define "tf-cluster.affinity" -}}
+{{- $aff := deepCopy (default dict .affinity) -}}
+{{- if .context.Values.scheduling.singleNode -}}
+{{- $pa := default dict $aff.podAffinity -}}
+{{- $term := dict "topologyKey" "kubernetes.io/hostname" "labelSelector" (dict "matchLabels" (dict "app.kubernetes.io/instance" .context.Release.Name)) -}}
+{{- $_ := set $pa "requiredDuringSchedulingIgnoredDuringExecution" (append (default list $pa.requiredDuringSchedulingIgnoredDuringExecution) $term) -}}
+{{- $_ := set $aff "podAffinity" $pa -}}
+{{- end -}}
+{{- toJson $aff -}}
+{{- end -}}

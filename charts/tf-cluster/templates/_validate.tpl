@@ -76,6 +76,22 @@ and nothing renders on failure (Helm renders every template before it prints any
 {{- fail (printf "storage.%s.type=existingClaim needs storage.%s.existingClaim (the PVC's name)" $vol $vol) -}}
 {{- end -}}
 {{- end -}}
+{{- /* A claim the release creates, mounted read-write by several pods, must be shareable across nodes. */ -}}
+{{- $tasks := 0 -}}
+{{- range $role := splitList " " (include "tf-cluster.roles" .) -}}
+{{- $tasks = add $tasks (int (include "tf-cluster.replicas" (dict "context" $ctx "role" $role))) -}}
+{{- end -}}
+{{- range $vol := splitList " " (include "tf-cluster.storageVolumes" .) -}}
+{{- $cfg := index $v.storage $vol -}}
+{{- $modes := default list $cfg.accessModes -}}
+{{- $shared := or (has "ReadWriteMany" $modes) (and $cfg.readOnly (has "ReadOnlyMany" $modes)) -}}
+{{- $pods := $tasks -}}
+{{- if and $v.tensorboard.enabled (eq $vol "logs") -}}{{- $pods = add1 $pods -}}{{- end -}}
+{{- if $v.notebook.enabled -}}{{- $pods = add1 $pods -}}{{- end -}}
+{{- if and (eq $cfg.type "pvc") (not $shared) (gt (int $pods) 1) (not $v.scheduling.singleNode) -}}
+{{- fail (printf "storage.%s.accessModes=%s: %d pods of this release mount the claim, and a %s volume is mounted read-write on one node only. On a cluster of several nodes the pods placed elsewhere never start (Multi-Attach errors, or Pending on a volume node affinity conflict), or a node-local class silently pins every task to one node. Set storage.%s.accessModes to [ReadWriteMany] with a class that provides it (NFS, EFS, CephFS, Filestore, Azure Files: storage.%s.storageClass), or set scheduling.singleNode=true to place every pod of the release on one node on purpose." $vol (toJson $modes) (int $pods) (join "/" $modes) $vol $vol) -}}
+{{- end -}}
+{{- end -}}
 {{- if and $v.tensorboard.enabled (eq $v.storage.logs.type "none") -}}
 {{- fail "tensorboard.enabled=true needs a logs volume: set storage.logs.type to pvc or existingClaim" -}}
 {{- end -}}
