@@ -218,8 +218,27 @@ class Snapshot:
                     out.append(f"pod {p.metadata.name}: {w.reason}: {w.message or ''}".strip())
             for c in p.status.conditions or []:
                 if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
-                    out.append(f"pod {p.metadata.name} cannot be scheduled: {c.message}")
+                    out.append(f"pod {p.metadata.name} cannot be scheduled: {c.message}{volume_hint(c.message)}")
         return out
+
+
+def volume_hint(message: str | None) -> str:
+    """What to change when the scheduler's message says a claim keeps pods off the other nodes."""
+    text = message or ""
+    if "volume node affinity conflict" in text:
+        return (
+            ". A claim it mounts is bound to a volume on another node (ReadWriteOnce, node-local), so the "
+            "release's pods cannot spread over nodes: give it a ReadWriteMany claim (storage.<volume>.accessModes "
+            "and storageClass, or an existingClaim that is ReadWriteMany), or set scheduling.singleNode=true to "
+            "place every pod on that node"
+        )
+    if "didn't find available persistent volumes to bind" in text:
+        return (
+            ". Its claim cannot be bound where the pod fits: a WaitForFirstConsumer class pins the claim to the "
+            "first pod's node while a gang spread over nodes waits; use a class with volumeBindingMode: Immediate "
+            'for shared claims (README "Storage across nodes"), or scheduling.singleNode=true'
+        )
+    return ""
 
 
 def serves_gang_api(api) -> bool:

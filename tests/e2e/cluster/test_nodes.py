@@ -83,7 +83,9 @@ def placement(api, ns: str) -> dict[str, str]:
 
 
 def kubectl(*args: str, timeout: float = 300) -> str:
-    r = subprocess.run([str(KUBECTL), "--kubeconfig", KUBECONFIG, *args], capture_output=True, text=True, timeout=timeout)
+    r = subprocess.run(
+        [str(KUBECTL), "--kubeconfig", KUBECONFIG, *args], capture_output=True, text=True, timeout=timeout
+    )
     assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
     return r.stdout
 
@@ -139,7 +141,9 @@ def lost_node(api):
     [("mwms-cpu.yaml", {"worker": 3}), ("parameter-server.yaml", {"chief": 1, "worker": 2, "ps": 1})],
     ids=["multiWorkerMirrored", "parameterServer"],
 )
-def test_a_release_spread_over_three_nodes_trains_gang_placed_and_exports_its_model(api, ns, tmp_path, example, replicas):
+def test_a_release_spread_over_three_nodes_trains_gang_placed_and_exports_its_model(
+    api, ns, tmp_path, example, replicas
+):
     release = "spread"
     sets = tuple(f"roles.{r}.replicas={n}" for r, n in replicas.items())
     install(ns, release, EX / example, spread(tmp_path, release), sets=(*sets, *epochs(3, 40)))
@@ -187,8 +191,7 @@ def test_network_policy_admits_release_pods_and_drops_outsiders_across_nodes(api
     inside = exec_in(ns, worker, PROBE, ps_host, ps_port, container="tensorflow")
     outside = exec_in(ns, "outsider", PROBE, ps_host, ps_port)
     say(
-        f"ps on {where[ps_pod]}: release worker on {where[worker]} -> {inside}; "
-        f"outside pod on {elsewhere} -> {outside}"
+        f"ps on {where[ps_pod]}: release worker on {where[worker]} -> {inside}; outside pod on {elsewhere} -> {outside}"
     )
     assert inside == {"dns": True, "tcp": "open"}
     assert outside == {"dns": True, "tcp": "timeout"}, "the NetworkPolicy must drop an outside pod on another node"
@@ -272,38 +275,41 @@ def test_a_node_lost_mid_run_is_fenced_and_training_resumes_on_the_others(api, n
     )
     t_fenced = time.time()
     assert fenced
+    wait_until(
+        lambda: lost_node_timeline(api, ns, victim, t_fault)["replacement running"] > 0, "the replacement running", 120
+    )
+    # read before the node may come back: its kubelet then removes the fenced pod
+    timeline = lost_node_timeline(api, ns, victim, t_fault)
+    victim_pod = core.read_namespaced_pod(victim, ns)
     if fault == "partition":
         # two live pods of worker <index> for as long as the old one is cut off, never after:
         # the node comes back and its kubelet stops the fenced pod
         from node import nodes
 
-        replacement_running = wait_until(
-            lambda: lost_node_timeline(api, ns, victim, t_fault)["replacement running"] > 0,
-            "the replacement running",
-            120,
+        cid = next(
+            (cs.container_id for cs in core.read_namespaced_pod(victim, ns).status.container_statuses or []), None
         )
-        assert replacement_running
+        assert cid, f"{victim} had a container on {lost_node}"
+        cid = cid.split("://")[-1]
+
+        def old_task_running() -> bool:
+            tasks = nodes.ctr("tasks", "list", check=False, sock=LOST.sock).stdout
+            return any(line.startswith(cid) and "RUNNING" in line for line in tasks.splitlines())
+
+        alive = old_task_running()
+        say(f"while cut off, the fenced pod's container on {lost_node} is {'RUNNING' if alive else 'already exited'}")
         node_fault("heal", str(LOST.index))
         t_heal = time.time()
-        cid = next(cs.container_id for cs in core.read_namespaced_pod(victim, ns).status.container_statuses or [])
-        cid = (cid or "").split("://")[-1]
-
-        def old_task_stopped() -> bool:
-            tasks = nodes.ctr("tasks", "list", check=False, sock=LOST.sock).stdout
-            return not any(line.startswith(cid) and "RUNNING" in line for line in tasks.splitlines()) if cid else True
-
-        wait_until(old_task_stopped, f"the fenced pod's container stopped on {lost_node} after it rejoined", 90)
+        wait_until(lambda: not old_task_running(), f"the fenced pod's container stopped on {lost_node}", 90)
         say(f"the cut-off pod's container stopped {time.time() - t_heal:.1f}s after {lost_node} rejoined")
     snap = wait(api, ns, release, timeout=900)
     all_complete(snap, api, ns, release)
-    timeline = lost_node_timeline(api, ns, victim, t_fault)
     timeline["fenced"] = t_fenced - t_fault
     timeline["complete"] = time.time() - t_fault
     say("lost node timeline (s after the fault): " + ", ".join(f"{k} {v:.0f}" for k, v in timeline.items()))
     assert timeline["replacement running"] <= BOUND_S, f"recovery took longer than the stated bound {BOUND_S}s"
     lines = fence_lines(api, ns, lost_node)
     assert any(victim in line for line in lines), f"no launcher said it fenced {victim}: {lines}"
-    victim_pod = core.read_namespaced_pod(victim, ns)
     assert victim_pod.status.reason == "NodeLost", victim_pod.status
     (job,) = snap.jobs.values()
     replacement = [
@@ -349,5 +355,59 @@ def test_draining_a_node_moves_its_tasks_and_training_resumes_without_counting_f
     # the eviction is not a failure of that task (podFailurePolicy: DisruptionTarget -> Ignore)
     assert counts.get("job-index-failure-count", "0") == "0" and counts.get("job-index-ignored-failure-count") >= "1"
     resumed = progress.TaskProgress.of_log(log(api, ns, replacement.metadata.name)).resumed_at()
-    say(f"worker {index} resumed at epoch {resumed[-1] if resumed else None}; done {time.time() - t0:.0f}s after the drain")
+    done = time.time() - t0
+    say(f"worker {index} resumed at epoch {resumed[-1] if resumed else None}; done {done:.0f}s after the drain")
     assert resumed and resumed[-1] >= 2
+
+
+def test_a_parameter_server_worker_node_killed_mid_run_is_fenced_and_the_chief_trains_on(api, ns, tmp_path, lost_node):
+    """ParameterServer: the chief and the ps on the first node, one worker on each other node; the
+    third node dies at epoch 2. The coordinator tolerates the lost worker (no failure counted for
+    the chief), the fence lets the worker's Job replace it, the run completes with its model."""
+    from kubernetes import client
+
+    release = "lostps"
+    first = {"kubernetes.io/hostname": node_config.HOST_NODE.name}
+    not_first = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {
+                        "matchExpressions": [
+                            {
+                                "key": "kubernetes.io/hostname",
+                                "operator": "NotIn",
+                                "values": [first["kubernetes.io/hostname"]],
+                            }
+                        ]
+                    }
+                ]
+            }
+        }
+    }
+    roles = {
+        "chief": {"nodeSelector": first},
+        "ps": {"nodeSelector": first},
+        "worker": {"replicas": 2, "affinity": not_first},
+    }
+    install(ns, release, EX / "parameter-server.yaml", spread(tmp_path, release, roles=roles), sets=epochs(12, 60))
+    wait_for_log(
+        api, ns, release, "-chief-", "0", lambda t: progress.TaskProgress.of_log(t).progress.get("epoch", 0) >= 2
+    )
+    where = placement(api, ns)
+    (victim,) = [p for p, n in where.items() if n == lost_node and "-worker-" in p]
+    t_fault, _, _ = node_fault("kill", str(LOST.index))
+    core = client.CoreV1Api(api)
+    wait_until(
+        lambda: core.read_namespaced_pod(victim, ns).status.phase == "Failed", f"{victim} fenced", BOUND_S, every=2
+    )
+    t_fenced = time.time() - t_fault
+    snap = wait(api, ns, release, timeout=900)
+    all_complete(snap, api, ns, release)
+    timeline = lost_node_timeline(api, ns, victim, t_fault)
+    timeline["fenced"] = t_fenced
+    say("lost node timeline (s after the fault): " + ", ".join(f"{k} {v:.0f}" for k, v in timeline.items()))
+    chief_job = next(j for name, j in snap.jobs.items() if "-chief-" in name)
+    assert (chief_job.status.failed or 0) == 0, "the coordinator tolerates a lost worker"
+    assert core.read_namespaced_pod(victim, ns).status.reason == "NodeLost"
+    model_exported(api, ns, release)

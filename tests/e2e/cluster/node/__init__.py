@@ -1,4 +1,4 @@
-"""One real Kubernetes node on this machine, assembled from the package registries.
+"""A real Kubernetes cluster of three nodes on this machine, assembled from the package registries.
 
     python tests/e2e/cluster/node up       bring it up (idempotent: what already runs is kept)
     python tests/e2e/cluster/node build     build (or check) its binaries; `up` does it too
@@ -9,11 +9,18 @@
     python tests/e2e/cluster/node env      print `export KUBECONFIG=...`
     python tests/e2e/cluster/node restart kube-apiserver|kubelet [--down SECONDS]
                                            a fault: stop it, wait, start it again (pods keep running)
+    python tests/e2e/cluster/node kill|partition|heal|start N
+                                           node N (2, 3) loses power, is cut off, rejoins, reboots
 
-The package, one module a concern: config (paths, addresses, images), proc (commands,
-long-lived processes, waits), pki, control_plane, runtime (containerd, CNI, images),
-kubelet, policy (the NetworkPolicy engine), addons (CoreDNS, storage), cli (the verbs);
-config files in files/.
+The first node is this host: the control plane and a node. The others (TF_CLUSTER_NODES,
+default 3 in all) are network namespaces with their own containerd, kubelet, kube-proxy and
+Cilium agent, tainted tf-cluster.dev/extra-node:NoSchedule so the single-node scenarios stay
+on the first node (nodes.py says what makes them separate nodes).
+
+The package, one module a concern: config (paths, addresses, images, config.Node), proc
+(commands, long-lived processes, waits), pki, control_plane, runtime (containerd, CNI,
+images), kubelet, nodes (the other nodes and their faults), policy (the NetworkPolicy
+engine), addons (CoreDNS, storage), cli (the verbs); config files in files/.
 
 The parts, as Kubernetes' own node e2e runs them: etcd (Debian), kube-apiserver,
 kube-controller-manager, kube-scheduler, kubelet and kube-proxy built from the

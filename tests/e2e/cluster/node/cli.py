@@ -105,7 +105,9 @@ def status(args) -> int:
         except Exception:  # noqa: BLE001
             ready = False
         ok &= ready and not down_
-        print(f"  node {node.name:21} {'Ready' if ready else 'NotReady'}{'; down: ' + ', '.join(down_) if down_ else ''}")
+        print(
+            f"  node {node.name:21} {'Ready' if ready else 'NotReady'}{'; down: ' + ', '.join(down_) if down_ else ''}"
+        )
     print(f"  kubeconfig                 {KUBECONFIG}")
     return 0 if ok else 1
 

@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 
 from .config import EXTRA_NODES, NODE_BRIDGE, NODE_NET_GW, POLICY_ENGINE, Node, logs, run
-from .proc import NodeError, ctr, pid_of, say, sh, stop
 from .kubelet import up_node
+from .proc import NodeError, ctr, pid_of, say, sh, stop
 
 COMPONENTS = ("containerd", "kubelet", "kube-proxy", "cilium-agent")
 

@@ -68,10 +68,26 @@ def _cert(name: str, subj: str, san: str | None) -> None:
     """pki/<name>.crt signed by the CA, unless one with every address of `san` is there."""
     crt = pki / f"{name}.crt"
     if crt.exists():
-        have = "" if san is None else sh("openssl", "x509", "-in", crt, "-noout", "-ext", "subjectAltName", check=False).stdout
+        have = (
+            ""
+            if san is None
+            else sh("openssl", "x509", "-in", crt, "-noout", "-ext", "subjectAltName", check=False).stdout
+        )
         if san is None or all(x.split(":", 1)[1] in have for x in san.split(",")):
             return
-    sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", pki / f"{name}.key", "-out", pki / f"{name}.csr", "-subj", subj)
+    sh(
+        "openssl",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        pki / f"{name}.key",
+        "-out",
+        pki / f"{name}.csr",
+        "-subj",
+        subj,
+    )
     ext = pki / f"{name}.ext"
     ext.write_text((f"subjectAltName={san}\n" if san else "") + "extendedKeyUsage=serverAuth,clientAuth\n")
     sh(

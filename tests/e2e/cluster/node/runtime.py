@@ -68,7 +68,19 @@ def ensure_network(node: Node = HOST_NODE) -> None:
     # Pod to pod across nodes keeps the pods' addresses (the bridge masquerades whatever leaves its
     # subnet; a policy on the far node must see the source pod, not a node). kube-proxy's own
     # masquerade mark (hairpin, outside clients of a Service) still applies.
-    keep = ["-s", CLUSTER_POD_CIDR, "-d", CLUSTER_POD_CIDR, "-m", "mark", "!", "--mark", "0x4000/0x4000", "-j", "RETURN"]
+    keep = [
+        "-s",
+        CLUSTER_POD_CIDR,
+        "-d",
+        CLUSTER_POD_CIDR,
+        "-m",
+        "mark",
+        "!",
+        "--mark",
+        "0x4000/0x4000",
+        "-j",
+        "RETURN",
+    ]
     if sh(*in_ns, "iptables", "-t", "nat", "-C", "POSTROUTING", *keep, check=False).returncode != 0:
         sh(*in_ns, "iptables", "-t", "nat", "-I", "POSTROUTING", "1", *keep)
     # one plugin directory for containerd: Debian's plugins and, with the policy engine, Cilium's
