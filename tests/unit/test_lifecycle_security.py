@@ -57,17 +57,14 @@ def test_network_policy_selects_every_training_pod_and_admits_only_the_release(p
     ]
 
 
-def test_role_is_read_only_and_limited_to_the_leading_job():
-    docs = render(example(PS_EVAL))
+def _role_and_tokens(values: dict) -> tuple[dict, str, dict]:
+    docs = render(values)
     (role,) = [d for d in docs if d["kind"] == "Role"]
     chief = next(
         d["metadata"]["name"]
         for d in docs
         if d["kind"] == "Job" and d["metadata"]["name"].startswith("tf-tf-cluster-chief")
     )
-    for rule in role["rules"]:
-        assert set(rule["verbs"]) <= {"get", "list", "watch"}
-        assert rule["resourceNames"] == [chief]
     tokens = {
         d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"]["template"]["spec"][
             "automountServiceAccountToken"
@@ -75,7 +72,29 @@ def test_role_is_read_only_and_limited_to_the_leading_job():
         for d in docs
         if d["kind"] == "Job"
     }
+    return role, chief, tokens
+
+
+def test_without_the_fence_the_role_is_read_only_and_limited_to_the_leading_job():
+    role, chief, tokens = _role_and_tokens({**example(PS_EVAL), "nodeLoss": {"fence": False}})
+    for rule in role["rules"]:
+        assert set(rule["verbs"]) <= {"get", "list", "watch"}
+        assert rule["resourceNames"] == [chief]
     assert tokens == {"chief": False, "worker": True, "ps": True, "evaluator": True}
+
+
+def test_the_fence_adds_list_pods_and_patch_pod_status_only():
+    """nodeLoss.fence (default): every task lists the release's pods and may mark one Failed."""
+    role, chief, tokens = _role_and_tokens(example(PS_EVAL))
+    rules = {
+        (tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])): r.get("resourceNames") for r in role["rules"]
+    }
+    assert rules == {
+        (("batch",), ("jobs",), ("get",)): [chief],
+        (("",), ("pods",), ("list",)): None,
+        (("",), ("pods/status",), ("patch",)): None,
+    }
+    assert set(tokens.values()) == {True}  # the chief fences too
 
 
 def test_a_changed_training_spec_is_a_new_run_and_an_unchanged_one_the_same_bytes():

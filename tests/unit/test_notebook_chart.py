@@ -76,7 +76,11 @@ def test_coordinator_the_notebook_pod_is_the_chief_and_no_chief_job_exists():
 def test_rbac_least_privilege_one_secret_one_heartbeat_by_name():
     docs = render(values())
     launcher = named(docs, "Role", "-launcher")
-    (rule,) = launcher["rules"]
+    (rule, *fence) = launcher["rules"]
+    assert fence == [  # nodeLoss.fence: list the release's pods, mark a stranded one Failed
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+    ]
     beat = next(c["metadata"]["name"] for c in by_kind(docs, "ConfigMap") if "-chief-" in c["metadata"]["name"])
     assert rule == {
         "apiGroups": [""],

@@ -20,6 +20,11 @@ MWMS = {
     "strategy": "multiWorkerMirrored",
     "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "evaluator": {"replicas": 1}},
 }
+# nodeLoss.tolerationSeconds: appended to every training pod's own tolerations
+LOST_NODE = [
+    {"effect": "NoExecute", "key": f"node.kubernetes.io/{k}", "operator": "Exists", "tolerationSeconds": 30}
+    for k in ("not-ready", "unreachable")
+]
 
 
 def env(pod, name):
@@ -71,7 +76,7 @@ def test_role_defaults_are_set_once_and_apply_to_every_role(helm_major):
     for p in rendered:  # the limits, and as requests too (written out: quotas count requests)
         assert p.container["resources"] == {**shared["resources"], "requests": {"cpu": "1", "memory": "2Gi"}}
         assert p.pod_spec["nodeSelector"] == {"pool": "cpu"} and p.pod_spec["priorityClassName"] == "batch"
-        assert p.pod_spec["tolerations"] == shared["tolerations"]
+        assert p.pod_spec["tolerations"] == shared["tolerations"] + LOST_NODE
 
 
 def test_a_role_overrides_role_defaults_maps_merged_key_by_key_lists_replaced(helm_major):
@@ -96,7 +101,7 @@ def test_a_role_overrides_role_defaults_maps_merged_key_by_key_lists_replaced(he
     by_role = {p.role: p for p in pods(values, helm_major=helm_major)}
     chief, worker = by_role["chief"], by_role["worker"]
     assert chief.container["resources"]["limits"] == {"cpu": "1", "memory": "8Gi"}
-    assert chief.pod_spec["tolerations"] == [{"key": "b", "operator": "Exists"}]
+    assert chief.pod_spec["tolerations"] == [{"key": "b", "operator": "Exists"}] + LOST_NODE
     assert chief.pod_spec["schedulerName"] == "gang" and worker.pod_spec["schedulerName"] == "default-scheduler"
     assert worker.container["resources"]["limits"] == {"cpu": "1", "memory": "2Gi"}
 

@@ -328,6 +328,9 @@ def test_a_node_lost_mid_run_is_fenced_and_training_resumes_on_the_others(api, n
     model_exported(api, ns, release)
 
 
+# CI covers an eviction not counted (test_faults: test_an_evicted_pod_is_replaced_without_using_the_backoff_budget)
+# and a task moving to another node and resuming (the lost-node tests here)
+@pytest.mark.extended
 def test_draining_a_node_moves_its_tasks_and_training_resumes_without_counting_failures(api, ns, tmp_path, lost_node):
     """`kubectl drain` of a node running tasks (an upgrade, a scale-down): its pods are evicted
     (DisruptionTarget: ignored by the Jobs' podFailurePolicy), replaced on the other nodes."""
@@ -360,6 +363,9 @@ def test_draining_a_node_moves_its_tasks_and_training_resumes_without_counting_f
     assert resumed and resumed[-1] >= 2
 
 
+# CI covers the fence on a lost node under MultiWorkerMirrored (its kill and partition variants) and a lost
+# ParameterServer worker tolerated by the coordinator (test_cluster: a deleted ParameterServer worker)
+@pytest.mark.extended
 def test_a_parameter_server_worker_node_killed_mid_run_is_fenced_and_the_chief_trains_on(api, ns, tmp_path, lost_node):
     """ParameterServer: the chief and the ps on the first node, one worker on each other node; the
     third node dies at epoch 2. The coordinator tolerates the lost worker (no failure counted for
