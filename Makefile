@@ -57,13 +57,13 @@ e2e-api: setup e2e-bins  ## only the kube-apiserver suite: install/upgrade/unins
 
 NODE := $(PY) tests/e2e/cluster/node
 KEEP ?=
-e2e-up: image  ## one real Kubernetes node here (kube-* from the Go modules, containerd, CoreDNS, Argo CD); idempotent
+e2e-up: image  ## a real three-node Kubernetes here (this host + two network-namespace nodes; kube-* from the Go modules, containerd, Cilium, CoreDNS, Argo CD); idempotent
 	$(NODE) up
 
-e2e-down:  ## stop the node, remove its pods and state (built binaries and imported images are kept)
+e2e-down:  ## stop the nodes, remove its pods and state (built binaries and imported images are kept)
 	$(NODE) down
 
-e2e-status:  ## is the e2e node up, and what runs on it
+e2e-status:  ## are the e2e nodes up, and what runs on it
 	$(NODE) status
 
 e2e-images: setup  ## the image builder (Debian's podman/buildah), then the trainer and notebook images

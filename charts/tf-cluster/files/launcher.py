@@ -45,6 +45,8 @@ Exit codes:
     3     the leading Job failed; this task was stopped (fails this Job at once)
     4     peers did not resolve within TF_CLUSTER_PEER_TIMEOUT (fails this Job at once)
     5     the launcher was misconfigured (no command, unreadable TF_CONFIG)
+    6     the ParameterServer coordinator stopped because a peer was lost with its node (fenced):
+          its Job starts it again and it resumes from its checkpoint (retried, not fatal)
     N     otherwise the command's own exit code (128+signal if it was killed)
 
 Environment (set by the chart): TF_CONFIG, TF_CLUSTER_ROLE, TF_TASK_INDEX,
@@ -73,6 +75,7 @@ import urllib.request
 EXIT_LEADER_FAILED = 3
 EXIT_PEERS_TIMEOUT = 4
 EXIT_CONFIG = 5
+EXIT_PEER_LOST = 6  # the ParameterServer coordinator restarts after a peer's node was lost
 
 SA_DIR = os.environ.get("TF_CLUSTER_SA_DIR", "/var/run/secrets/kubernetes.io/serviceaccount")
 SUCCESS = ("Complete", "SuccessCriteriaMet")
@@ -328,14 +331,31 @@ def fence_stranded(namespace, selector, after, now=None):
     return fenced
 
 
-def fence_loop(stop_event):
+def lost_peers(namespace, selector):
+    """Names of the release's pods fenced as lost with their node (reason NodeLost)."""
+    from urllib.parse import quote
+    pods = api("/api/v1/namespaces/%s/pods?labelSelector=%s" % (namespace, quote(selector)))["items"]
+    return {p["metadata"]["name"] for p in pods if p.get("status", {}).get("reason") == "NodeLost"}
+
+
+def fence_loop(stop_event, on_peer_lost=None):
+    """Fence stranded pods every TF_CLUSTER_FENCE_SECONDS. With `on_peer_lost` (the
+    ParameterServer coordinator), call it once when a pod of the release is newly lost with its
+    node: TensorFlow's coordinator waits on RPCs to a worker whose machine vanished (no reset, no
+    error) until TCP gives up, ~15 minutes; restarting it reconnects it to the replacement."""
     every = float(env("TF_CLUSTER_FENCE_SECONDS", "0"))
     after = float(env("TF_CLUSTER_FENCE_AFTER", "10"))
     namespace, selector = env("TF_CLUSTER_NAMESPACE"), env("TF_CLUSTER_RELEASE_SELECTOR")
-    warned = False
+    warned, known = False, None
     while not stop_event.wait(every):
         try:
             fence_stranded(namespace, selector, after)
+            if on_peer_lost is not None:
+                lost = lost_peers(namespace, selector)
+                if known is not None and lost - known:
+                    on_peer_lost(sorted(lost - known))
+                    return
+                known = lost
         except (ConfigError, urllib.error.URLError, OSError, ValueError, KeyError) as e:
             if not warned:  # an API outage: said once, retried quietly
                 log("cannot check for pods stranded on lost nodes (will retry): %s" % e)
@@ -399,8 +419,11 @@ def run(argv):
         return EXIT_CONFIG
     stops_with_leader = env("TF_CLUSTER_STOP_WITH_LEADER") == "true"
     finished = {}
-    fencing = threading.Event()  # set: the fence stops (this task is done)
-    if float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0:
+    fencing = threading.Event()  # never set: the fence runs as long as the task
+    coordinator = env("TF_CLUSTER_STRATEGY") == "parameterServer" and env("TF_CLUSTER_ROLE") == "chief"
+    peer_lost = {}
+    fences = float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0
+    if fences and not coordinator:
         threading.Thread(target=fence_loop, daemon=True, args=(fencing,)).start()
 
     def leader_finished():
@@ -468,6 +491,14 @@ def run(argv):
     stop_event = threading.Event()
     echo = threading.Thread(target=echo_metrics, daemon=True, args=(stop_event,))
     echo.start()
+    if fences and coordinator:
+        def on_peer_lost(names):
+            log("%s lost with its node; restarting the coordinator (exit %d) so it reconnects to the "
+                "replacement from its last checkpoint: TensorFlow's coordinator would wait on the lost "
+                "worker's RPCs until TCP gives up (~15 min)" % (", ".join(names), EXIT_PEER_LOST))
+            peer_lost["names"] = names
+            stop_child(proc, grace)
+        threading.Thread(target=fence_loop, daemon=True, args=(fencing, on_peer_lost)).start()
     if stops_with_leader:
         def on_finished(cond):
             outcome["leader"] = cond
@@ -499,6 +530,9 @@ def run(argv):
         if cond in SUCCESS:
             log("%s is %s; task stopped (exit 0)" % (leader_name(), cond))
             return 0
+    if peer_lost:
+        log("coordinator stopped after a lost peer (exit %d): its Job starts it again" % EXIT_PEER_LOST)
+        return EXIT_PEER_LOST
     if outcome.get("killed"):
         rc = 128 + outcome["signal"]  # stopped by the pod's termination, not finished: retry it
         log("task stopped by signal %d before it finished (exit %d)" % (outcome["signal"], rc))
