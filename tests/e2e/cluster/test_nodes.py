@@ -344,6 +344,8 @@ def test_draining_a_node_moves_its_tasks_and_training_resumes_without_counting_f
     )
     victim = worker_on(api, ns, lost_node, epoch=2)
     on_node = [p for p, n in placement(api, ns).items() if n == lost_node]
+    # the evicted pod is deleted: its index is read now
+    index = next(p.metadata.labels[INDEX] for p in pods_of(api, ns, "-worker-") if p.metadata.name == victim)
     t0 = time.time()
     # the release's pods only: other tests' leftovers on the node are not this test's concern
     selector = f"--pod-selector=app.kubernetes.io/instance={release}"
@@ -355,7 +357,6 @@ def test_draining_a_node_moves_its_tasks_and_training_resumes_without_counting_f
     all_complete(snap, api, ns, release)
     moved = [p for p in pods_of(api, ns, "-worker-") if p.status.phase == "Succeeded"]
     assert all(p.spec.node_name != lost_node for p in moved)
-    index = next(p.metadata.labels[INDEX] for p in pods_of(api, ns, "-worker-") if p.metadata.name == victim)
     (replacement,) = [p for p in moved if p.metadata.labels[INDEX] == index]
     counts = {k.rsplit("/", 1)[1]: v for k, v in replacement.metadata.annotations.items() if "failure-count" in k}
     say(f"worker {index} replaced after the drain: {counts}")

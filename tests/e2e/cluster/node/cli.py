@@ -150,7 +150,8 @@ def down(args) -> int:
     sh("iptables-save", check=False)  # kube-proxy's chains are flushed by `kube-proxy --cleanup`
     if (BIN / "kube-proxy").exists():
         sh(BIN / "kube-proxy", "--cleanup", check=False)
-    keep = {"pki", "containerd"} if not args.purge else {"pki"}
+    # the other nodes cleaned up their own state (down_extra_nodes); their image stores stay unless --purge
+    keep = {"pki", "containerd", "nodes"} if not args.purge else {"pki"}
     for child in STATE.iterdir() if STATE.exists() else []:
         if child.name not in keep:
             shutil.rmtree(child, ignore_errors=True) if child.is_dir() else child.unlink(missing_ok=True)
