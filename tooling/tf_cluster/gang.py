@@ -76,13 +76,32 @@ def gangs(snap) -> dict[str, Gang]:
     return out
 
 
-def capacity(api) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
-    """(allocatable, free) over the schedulable nodes: free is allocatable minus the requests of
-    the pods bound to them that still hold resources."""
+def tolerated(taint, tolerations) -> bool:
+    """Does one of `tolerations` (a pod's, as the client gives them) tolerate `taint`? Kubernetes'
+    rule: an empty key with Exists matches every key; the effect must match unless empty."""
+    for t in tolerations or []:
+        if t.effect and t.effect != taint.effect:
+            continue
+        if t.operator == "Exists" and (not t.key or t.key == taint.key):
+            return True
+        if t.key == taint.key and (t.value or "") == (taint.value or ""):
+            return True
+    return False
+
+
+def capacity(api, tolerations=None) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+    """(allocatable, free) over the nodes a pod with `tolerations` may be scheduled to (not
+    cordoned, every NoSchedule/NoExecute taint tolerated): free is allocatable minus the requests
+    of the pods bound to them that still hold resources."""
     from kubernetes import client
 
     core = client.CoreV1Api(api)
-    nodes = [n for n in core.list_node().items if not n.spec.unschedulable]
+    nodes = [
+        n
+        for n in core.list_node().items
+        if not n.spec.unschedulable
+        and all(tolerated(t, tolerations) for t in n.spec.taints or [] if t.effect in ("NoSchedule", "NoExecute"))
+    ]
     used: dict[str, dict[str, Decimal]] = {n.metadata.name: {} for n in nodes}
     for p in core.list_pod_for_all_namespaces(field_selector="status.phase!=Succeeded,status.phase!=Failed").items:
         if p.spec.node_name in used:
@@ -105,9 +124,10 @@ def explain(api, namespace: str, snap) -> tuple[list[str], bool]:
     if not waiting:
         return [], False
     sched = client.SchedulingV1beta1Api(api)
-    total, free = capacity(api)
     lines, never = [], False
     for name, g in sorted(waiting.items()):
+        # the nodes its tasks may use: a taint they do not tolerate keeps a node's room from them
+        total, free = capacity(api, g.unbound[0].spec.tolerations)
         try:
             pg = sched.read_namespaced_pod_group(name, namespace)
             g.min_count = pg.spec.scheduling_policy.gang.min_count if pg.spec.scheduling_policy.gang else None
