@@ -320,6 +320,7 @@ class LocalCluster:
             f"{POD_API}/{self.leader_file.name}" if self.isolated else str(self.leader_file)
         )
         env["TF_CLUSTER_POLL_SECONDS"] = str(poll_seconds)
+        env["TF_CLUSTER_FENCE_SECONDS"] = "0"  # one machine, no API: no node to lose, nothing to fence
         log_path = self.workdir / "logs" / f"{pod.name}.log"
         if self.isolated:
             spec_path = self.workdir / "pods" / pod.name / "pod.json"
