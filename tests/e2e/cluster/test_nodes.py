@@ -147,9 +147,12 @@ def test_a_release_spread_over_three_nodes_trains_gang_placed_and_exports_its_mo
     release = "spread"
     sets = tuple(f"roles.{r}.replicas={n}" for r, n in replicas.items())
     install(ns, release, EX / example, spread(tmp_path, release), sets=(*sets, *epochs(3, 40)))
+    # read while every task runs: a finished ParameterServer run's Jobs remove their servers' pods
+    where = wait_until(
+        lambda: (w := placement(api, ns)) and len(w) == sum(replicas.values()) and w, "every task placed", 300
+    )
     snap = wait(api, ns, release, timeout=600)
     all_complete(snap, api, ns, release)
-    where = placement(api, ns)
     say(f"placement: {where}")
     assert set(where.values()) == set(NODES), f"one task per node expected over {NODES}: {where}"
     model_exported(api, ns, release)
