@@ -61,12 +61,17 @@ def wait_for_pods(api, ns, job_substr: str, n: int, timeout: float = 120) -> set
     pytest.fail(f"fewer than {n} pods of {job_substr} after {timeout}s")
 
 
-def test_install_by_version_with_verify_then_upgrade_from_the_previous_version(api, ns, published):
+def test_install_by_version_with_verify_then_upgrade_from_the_previous_version(api, ns, published, tmp_path):
     h = helm_in(ns)
     prev, cur = published["previous"], published["current"]
     # the examples' scheduling.singleNode (1.0.0) is unknown to the previous version's schema: left out there
-    old = ("--set", "scheduling=null")
-    r = h.run("install", "rel", CHART_REF, "--version", prev, *values().argv(), *old, "--plain-http")
+    import yaml
+
+    example = yaml.safe_load((EX / "mwms-cpu.yaml").read_text())
+    example.pop("scheduling", None)
+    (tmp_path / "previous.yaml").write_text(yaml.safe_dump(example))
+    old = helm.Values.of([tmp_path / "previous.yaml", SMALL])
+    r = h.run("install", "rel", CHART_REF, "--version", prev, *old.argv(), "--plain-http")
     assert r.returncode == 0, r.stderr
     before = job_names(api, ns, "rel")
     assert before, kube.diagnostics(api, ns, "rel")
