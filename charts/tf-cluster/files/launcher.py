@@ -309,10 +309,14 @@ def stranded(pod, now, after):
     return deadline is not None and phase not in ("Succeeded", "Failed") and now - deadline >= after
 
 
-def fence_stranded(namespace, selector, after, now=None):
-    """Mark Failed the release's pods stranded on a lost node; returns their names."""
+def release_pods(namespace, selector):
+    """The release's pods (one LIST per fence check)."""
     from urllib.parse import quote
-    pods = api("/api/v1/namespaces/%s/pods?labelSelector=%s" % (namespace, quote(selector)))["items"]
+    return api("/api/v1/namespaces/%s/pods?labelSelector=%s" % (namespace, quote(selector)))["items"]
+
+
+def fence_stranded(namespace, pods, after, now=None):
+    """Mark Failed those of `pods` stranded on a lost node; returns their names."""
     now = time.time() if now is None else now
     fenced = []
     for pod in pods:
@@ -331,13 +335,6 @@ def fence_stranded(namespace, selector, after, now=None):
     return fenced
 
 
-def lost_peers(namespace, selector):
-    """Names of the release's pods fenced as lost with their node (reason NodeLost)."""
-    from urllib.parse import quote
-    pods = api("/api/v1/namespaces/%s/pods?labelSelector=%s" % (namespace, quote(selector)))["items"]
-    return {p["metadata"]["name"] for p in pods if p.get("status", {}).get("reason") == "NodeLost"}
-
-
 def fence_loop(stop_event, on_peer_lost=None):
     """Fence stranded pods every TF_CLUSTER_FENCE_SECONDS. With `on_peer_lost` (the
     ParameterServer coordinator), call it once when a pod of the release is newly lost with its
@@ -349,9 +346,12 @@ def fence_loop(stop_event, on_peer_lost=None):
     warned, known = False, None
     while not stop_event.wait(every):
         try:
-            fence_stranded(namespace, selector, after)
+            pods = release_pods(namespace, selector)
+            fenced = fence_stranded(namespace, pods, after)
             if on_peer_lost is not None:
-                lost = lost_peers(namespace, selector)
+                # lost with their node: fenced before (reason NodeLost) or just now
+                lost = {p["metadata"]["name"] for p in pods if p.get("status", {}).get("reason") == "NodeLost"}
+                lost |= set(fenced)
                 if known is not None and lost - known:
                     on_peer_lost(sorted(lost - known))
                     return
