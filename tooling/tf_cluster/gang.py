@@ -89,26 +89,30 @@ def tolerated(taint, tolerations) -> bool:
     return False
 
 
-def capacity(api, tolerations=None) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
-    """(allocatable, free) over the nodes a pod with `tolerations` may be scheduled to (not
-    cordoned, every NoSchedule/NoExecute taint tolerated): free is allocatable minus the requests
-    of the pods bound to them that still hold resources."""
+def nodes_and_usage(api) -> tuple[list, dict[str, dict[str, Decimal]]]:
+    """The uncordoned nodes, and per node the requests of the pods bound to it that still hold
+    resources (two LISTs: read once, then `capacity` for each set of tolerations)."""
     from kubernetes import client
 
     core = client.CoreV1Api(api)
-    nodes = [
-        n
-        for n in core.list_node().items
-        if not n.spec.unschedulable
-        and all(tolerated(t, tolerations) for t in n.spec.taints or [] if t.effect in ("NoSchedule", "NoExecute"))
-    ]
+    nodes = [n for n in core.list_node().items if not n.spec.unschedulable]
     used: dict[str, dict[str, Decimal]] = {n.metadata.name: {} for n in nodes}
     for p in core.list_pod_for_all_namespaces(field_selector="status.phase!=Succeeded,status.phase!=Failed").items:
         if p.spec.node_name in used:
             add(used[p.spec.node_name], pod_requests(p))
+    return nodes, used
+
+
+def capacity(api, tolerations=None, state=None) -> tuple[dict[str, Decimal], dict[str, Decimal]]:
+    """(allocatable, free) over the nodes a pod with `tolerations` may be scheduled to (not
+    cordoned, every NoSchedule/NoExecute taint tolerated): free is allocatable minus the requests
+    of the pods bound to them that still hold resources. `state`: nodes_and_usage(api), if read."""
+    nodes, used = state or nodes_and_usage(api)
     total: dict[str, Decimal] = {}
     free: dict[str, Decimal] = {}
     for n in nodes:
+        if not all(tolerated(t, tolerations) for t in n.spec.taints or [] if t.effect in ("NoSchedule", "NoExecute")):
+            continue
         alloc = {k: quantity(v) for k, v in (n.status.allocatable or {}).items() if k in RESOURCES}
         add(total, alloc)
         add(free, add(dict(alloc), used[n.metadata.name], -1))
@@ -124,10 +128,11 @@ def explain(api, namespace: str, snap) -> tuple[list[str], bool]:
     if not waiting:
         return [], False
     sched = client.SchedulingV1beta1Api(api)
+    state = nodes_and_usage(api)
     lines, never = [], False
     for name, g in sorted(waiting.items()):
         # the nodes its tasks may use: a taint they do not tolerate keeps a node's room from them
-        total, free = capacity(api, g.unbound[0].spec.tolerations)
+        total, free = capacity(api, g.unbound[0].spec.tolerations, state)
         try:
             pg = sched.read_namespaced_pod_group(name, namespace)
             g.min_count = pg.spec.scheduling_policy.gang.min_count if pg.spec.scheduling_policy.gang else None
