@@ -122,6 +122,19 @@ def worker_on(api, ns: str, node: str, epoch: int) -> str:
     return pod
 
 
+def mwms_over_three_nodes(api, ns: str, tmp_path: Path, release: str, n_epochs: int, node: str) -> str:
+    """MultiWorkerMirrored, one worker per node (~9 s epochs); returns the worker on `node` once
+    it reported epoch 2 (the fault lands mid-run)."""
+    install(
+        ns,
+        release,
+        EX / "mwms-cpu.yaml",
+        spread(tmp_path, release),
+        sets=("roles.worker.replicas=3", *epochs(n_epochs, 300)),
+    )
+    return worker_on(api, ns, node, epoch=2)
+
+
 @pytest.fixture
 def lost_node(api):
     """The node the test takes away, given back afterwards (started again, joined, uncordoned, Ready)."""
@@ -260,14 +273,7 @@ def test_a_node_lost_mid_run_is_fenced_and_training_resumes_on_the_others(api, n
     from kubernetes import client
 
     release = "lost"
-    install(
-        ns,
-        release,
-        EX / "mwms-cpu.yaml",
-        spread(tmp_path, release),
-        sets=("roles.worker.replicas=3", *epochs(14, 300)),
-    )
-    victim = worker_on(api, ns, lost_node, epoch=2)
+    victim = mwms_over_three_nodes(api, ns, tmp_path, release, 14, lost_node)
     t_fault, _, _ = node_fault(fault, str(LOST.index))
     core = client.CoreV1Api(api)
     fenced = wait_until(
@@ -338,14 +344,7 @@ def test_draining_a_node_moves_its_tasks_and_training_resumes_without_counting_f
     """`kubectl drain` of a node running tasks (an upgrade, a scale-down): its pods are evicted
     (DisruptionTarget: ignored by the Jobs' podFailurePolicy), replaced on the other nodes."""
     release = "drain"
-    install(
-        ns,
-        release,
-        EX / "mwms-cpu.yaml",
-        spread(tmp_path, release),
-        sets=("roles.worker.replicas=3", *epochs(10, 300)),
-    )
-    victim = worker_on(api, ns, lost_node, epoch=2)
+    victim = mwms_over_three_nodes(api, ns, tmp_path, release, 10, lost_node)
     on_node = [p for p, n in placement(api, ns).items() if n == lost_node]
     # the evicted pod is deleted: its index is read now
     index = next(p.metadata.labels[INDEX] for p in pods_of(api, ns, "-worker-") if p.metadata.name == victim)
