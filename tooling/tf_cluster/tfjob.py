@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import yaml
 
-from . import manifests, roles
+from . import imageconfig, manifests, roles
 from .errors import TfClusterError
 
 #: TFJob replica type (the defaulting webhook camel-cases any spelling) -> chart role.
@@ -162,11 +162,29 @@ def replica_specs(tfjob: dict) -> dict[str, dict]:
 
 
 # ------------------------------------------------------------------ converting
-def convert(tfjob: dict, *, entrypoint: list[str] | None = None, gang: str = "") -> Conversion:
-    """One TFJob as chart values. `entrypoint`: the image's ENTRYPOINT, for containers that set no
-    command (TFJob ran it; the chart's launcher starts the command itself). `gang`: the gang
-    mechanism for a schedulingPolicy (kubernetes, volcano, coscheduling; default: volcano when a
-    queue is named, else the Kubernetes PodGroup)."""
+def images_without_command(tfjob: dict) -> dict[str, list[str]]:
+    """Image -> the replica types (with replicas) whose tensorflow container sets no command: TFJob
+    ran that image's ENTRYPOINT, which the converted values need as their command."""
+    out: dict[str, list[str]] = {}
+    for spec in replica_specs(tfjob).values():
+        c = container_of(spec)
+        if spec["replicas"] and not c.get("command"):
+            out.setdefault(c["image"], []).append(spec["_type"])
+    return out
+
+
+def convert(
+    tfjob: dict,
+    *,
+    entrypoint: list[str] | None = None,
+    gang: str = "",
+    images: Mapping[str, imageconfig.ImageConfig] | None = None,
+) -> Conversion:
+    """One TFJob as chart values. For containers that set no command (TFJob ran the image's
+    ENTRYPOINT; the chart's launcher starts the command itself): `entrypoint`, the command to give
+    them all (--entrypoint), else `images`, each image's ENTRYPOINT/CMD (imageconfig.lookup), run as
+    Kubernetes runs them. `gang`: the gang mechanism for a schedulingPolicy (kubernetes, volcano,
+    coscheduling; default: volcano when a queue is named, else the Kubernetes PodGroup)."""
     meta = tfjob.get("metadata") or {}
     name = str(meta.get("name") or "")
     if not name:
@@ -191,7 +209,7 @@ def convert(tfjob: dict, *, entrypoint: list[str] | None = None, gang: str = "")
         if not n:
             say(f"spec.tfReplicaSpecs.{specs[role]['_type']}", "replicas: 0: the role is left out")
     specs = {role: s for role, s in specs.items() if counts[role]}
-    per_role = {role: pod_settings(s, say) for role, s in specs.items()}
+    per_role = {role: pod_settings(s, say, None if entrypoint else images) for role, s in specs.items()}
     hoist(v, per_role, specs, say, entrypoint)
     storage(v, specs, say)
     restart_policies(v, specs, spec.get("runPolicy") or {}, say)
@@ -243,8 +261,9 @@ def container_of(spec: dict) -> dict:
     return next(c for c in spec["template"]["spec"]["containers"] if c.get("name") == TFJOB_CONTAINER)
 
 
-def pod_settings(spec: dict, say) -> dict:
-    """What one replica type's pod template asks for, in the chart's terms (before hoisting)."""
+def pod_settings(spec: dict, say, images: Mapping[str, imageconfig.ImageConfig] | None = None) -> dict:
+    """What one replica type's pod template asks for, in the chart's terms (before hoisting). `images`:
+    the ENTRYPOINT/CMD of images whose container sets no command (the command Kubernetes ran)."""
     path = f"spec.tfReplicaSpecs.{spec['_type']}.template"
     tmpl = spec.get("template") or {}
     pod = tmpl.get("spec") or {}
@@ -253,6 +272,13 @@ def pod_settings(spec: dict, say) -> dict:
     for key in ("imagePullPolicy", "command", "args", "env", "envFrom"):
         if c.get(key):
             out[key] = c[key]
+    config = (images or {}).get(c["image"])
+    if config is not None and not c.get("command"):
+        out["command"], args = config.command(c.get("args") or [])
+        out.pop("args", None)
+        if args:
+            out["args"] = args
+        out[COMMAND_FROM] = config
     resources = dict(c.get("resources") or {})
     gpus: dict = {}
     for kind in ("limits", "requests"):
@@ -276,6 +302,12 @@ def pod_settings(spec: dict, say) -> dict:
         out["container.securityContext"] = c["securityContext"]
     ports = {p.get("name"): p.get("containerPort") for p in c.get("ports") or []}
     out["port"] = ports.get(TFJOB_PORT_NAME, TFJOB_PORT)
+    not_carried_over(path, pod, c, ports, say)
+    return out
+
+
+def not_carried_over(path: str, pod: dict, c: dict, ports: dict, say) -> None:
+    """Notes for the pod template's ports, containers and fields the chart has no place for."""
     for pname in sorted(str(k) for k in ports if k != TFJOB_PORT_NAME):
         say(
             f"{path}.spec.containers[tensorflow].ports[{pname}]",
@@ -291,22 +323,54 @@ def pod_settings(spec: dict, say) -> dict:
             )
     for key in sorted(set(pod) - POD_KEYS):
         say(f"{path}.spec.{key}", "no equivalent in tf-cluster: not carried over")
-    return out
 
 
 TOP_LEVEL = ("command", "args", "env", "envFrom")
 ROLE_DEFAULTS = ("resources", "gpus", *POD_SETTINGS, "podLabels", "podAnnotations")
+#: pod_settings' key for the ImageConfig a role's command was read from (when its container set none).
+COMMAND_FROM = "command from image"
+
+
+def shared(per_role: dict[str, dict], key: str) -> bool:
+    """Every replica type has the same value (or none) for `key`."""
+    return len({json.dumps(s.get(key), sort_keys=True) for s in per_role.values()}) == 1
 
 
 def hoist(v: dict, per_role: dict[str, dict], specs: dict[str, dict], say, entrypoint: list[str] | None) -> None:
     """Settings every replica type shares go to the top level or roleDefaults, set once; the rest per role."""
     present = list(per_role)
+    hoist_image(v, per_role, specs, say)
+    for key in TOP_LEVEL:
+        if shared(per_role, key):
+            if per_role[present[0]].get(key):
+                v[key] = per_role[present[0]][key]
+        else:
+            for r in present:
+                v["roles"][r][key] = per_role[r].get(key) or []
+    hoist_command(v, per_role, specs, say, entrypoint)
+    for key in ROLE_DEFAULTS:
+        if shared(per_role, key):
+            if per_role[present[0]].get(key):
+                v.setdefault("roleDefaults", {})[key] = per_role[present[0]][key]
+        else:
+            for r in present:
+                if per_role[r].get(key):
+                    v["roles"][r][key] = per_role[r][key]
+    ports = {per_role[r]["port"] for r in present}
+    v["port"] = per_role[present[0]]["port"]
+    if len(ports) > 1:
+        say(
+            "ports[tfjob-port]",
+            f"differs between replica types ({sorted(ports)}): tf-cluster has one port, every task uses {v['port']} "
+            "(programs that read TF_CONFIG follow it)",
+        )
+    hoist_account(v, per_role, say)
+    hoist_security(v, per_role, say)
 
-    def same(key: str):
-        values = [json.dumps(per_role[r].get(key), sort_keys=True) for r in present]
-        return len(set(values)) == 1
 
-    # image: repository[:tag][@digest] -> image.repository / image.tag
+def hoist_image(v: dict, per_role: dict[str, dict], specs: dict[str, dict], say) -> None:
+    """image: repository[:tag][@digest] -> image.repository / image.tag, per role where it differs."""
+    present = list(per_role)
     images = {r: split_image(per_role[r]["image"]) for r in present}
     first = images[present[0]]
     v["image"] = dict(first)
@@ -324,43 +388,44 @@ def hoist(v: dict, per_role: dict[str, dict], specs: dict[str, dict], say, entry
                     "one replica type's image is pinned by digest and another by tag: a role's image settings "
                     "are merged over image.*, so pin both the same way",
                 )
-    for key in TOP_LEVEL:
-        if same(key):
-            if per_role[present[0]].get(key):
-                v[key] = per_role[present[0]][key]
-        else:
-            for r in present:
-                v["roles"][r][key] = per_role[r].get(key) or []
-    if "command" not in v and not all(v["roles"][r].get("command") for r in present):
-        if entrypoint:
-            v["command"] = list(entrypoint)
-        else:
-            v["command"] = []
-            roles_without = [specs[r]["_type"] for r in present if not per_role[r].get("command")]
-            say(
-                "containers[tensorflow].command",
-                f"not set for {', '.join(roles_without)}: TFJob ran the image's ENTRYPOINT; tf-cluster's launcher "
-                "starts the command itself, so give it: from-tfjob --entrypoint 'python /path/train.py' (find it "
-                "with `podman image inspect IMAGE --format '{{.Config.Entrypoint}}'`). The values leave command "
-                "empty, which helm refuses until it is set",
-            )
-    for key in ROLE_DEFAULTS:
-        if same(key):
-            if per_role[present[0]].get(key):
-                v.setdefault("roleDefaults", {})[key] = per_role[present[0]][key]
-        else:
-            for r in present:
-                if per_role[r].get(key):
-                    v["roles"][r][key] = per_role[r][key]
-    ports = {per_role[r]["port"] for r in present}
-    v["port"] = per_role[present[0]]["port"]
-    if len(ports) > 1:
+
+
+def hoist_command(
+    v: dict, per_role: dict[str, dict], specs: dict[str, dict], say, entrypoint: list[str] | None
+) -> None:
+    """A container with no command ran its image's ENTRYPOINT: the one read from the image (pod_settings),
+    else --entrypoint's; with neither the values say so (and helm refuses them)."""
+    present = list(per_role)
+    by_image: dict[str, list[str]] = {}
+    for r in present:
+        if per_role[r].get(COMMAND_FROM):
+            by_image.setdefault(per_role[r]["image"], []).append(r)
+    for image, from_image in by_image.items():
+        config: imageconfig.ImageConfig = per_role[from_image[0]][COMMAND_FROM]
         say(
-            "ports[tfjob-port]",
-            f"differs between replica types ({sorted(ports)}): tf-cluster has one port, every task uses {v['port']} "
-            "(programs that read TF_CONFIG follow it)",
+            "containers[tensorflow].command",
+            f"not set for {', '.join(specs[r]['_type'] for r in from_image)}: TFJob ran the image's ENTRYPOINT "
+            f"(then CMD, unless the container gives args): {image}: {config.describe()}",
         )
-    accounts = {str(per_role[r].get("pod.serviceAccountName") or "") for r in present}
+    if "command" in v or all(v["roles"][r].get("command") for r in present):
+        return
+    if entrypoint:
+        v["command"] = list(entrypoint)
+        return
+    v["command"] = []
+    roles_without = [specs[r]["_type"] for r in present if not per_role[r].get("command")]
+    say(
+        "containers[tensorflow].command",
+        f"not set for {', '.join(roles_without)}: TFJob ran the image's ENTRYPOINT; tf-cluster's launcher "
+        "starts the command itself, so give it: from-tfjob --entrypoint 'python /path/train.py' (`tf-cluster "
+        "from-tfjob` reads it from the image itself when it can). The values leave command empty, which helm "
+        "refuses until it is set",
+    )
+
+
+def hoist_account(v: dict, per_role: dict[str, dict], say) -> None:
+    """serviceAccountName and imagePullSecrets: one of each per release."""
+    accounts = {str(s.get("pod.serviceAccountName") or "") for s in per_role.values()}
     if accounts - {""}:
         account = sorted(accounts - {""})[0]
         v["serviceAccount"] = {"create": False, "name": account}
@@ -372,20 +437,23 @@ def hoist(v: dict, per_role: dict[str, dict], specs: dict[str, dict], say, entry
             "tasks read the leading Job to stop themselves (or leave serviceAccount.create true)",
         )
     secrets = []
-    for r in present:
-        for s in per_role[r].get("pod.imagePullSecrets") or []:
-            if s not in secrets:
-                secrets.append(s)
+    for s in per_role.values():
+        for secret in s.get("pod.imagePullSecrets") or []:
+            if secret not in secrets:
+                secrets.append(secret)
     if secrets:
         v["imagePullSecrets"] = secrets
+
+
+def hoist_security(v: dict, per_role: dict[str, dict], say) -> None:
     contexts = (("pod.securityContext", "podSecurityContext"), ("container.securityContext", "securityContext"))
     for key, value_key in contexts:
-        given = [per_role[r].get(key) for r in present if per_role[r].get(key)]
+        given = [s.get(key) for s in per_role.values() if s.get(key)]
         if given:
             # Helm merges maps key by key: the chart's restricted defaults the TFJob does not set are
             # removed (null), so runAsUser: 0 does not meet runAsNonRoot: true.
             v[value_key] = {**{k: None for k in CHART_SECURITY[value_key]}, **(given[0] or {})}
-            if not same(key):
+            if not shared(per_role, key):
                 say(key.split(".")[0] + ".securityContext", f"differs between replica types: all use {given[0]}")
     if "podSecurityContext" not in v and "securityContext" not in v:
         say(
@@ -446,17 +514,7 @@ def storage(v: dict, specs: dict[str, dict], say) -> None:
             if m.get("subPath"):
                 say(f"{where}.subPath", "no equivalent: the whole volume is mounted")
             if "emptyDir" in vol and mpath in ("/tmp", "/dev/shm"):
-                size = (vol.get("emptyDir") or {}).get("sizeLimit")
-                if mpath == "/tmp":
-                    v.setdefault("storage", {})["tmp"] = {"sizeLimit": size or ""}
-                    say(
-                        where,
-                        f"emptyDir at /tmp -> storage.tmp.sizeLimit {size or '(none)'}: every pod has its own /tmp",
-                    )
-                else:
-                    v["shmSize"] = size or "1Gi"
-                    say(where, f"emptyDir at /dev/shm -> shmSize {v['shmSize']} (a memory-backed /dev/shm)")
-                placed[vname] = ("tmp" if mpath == "/tmp" else "shm", mpath)
+                placed[vname] = (scratch(v, vol, mpath, where, say), mpath)
                 continue
             kind = next((k for k in ("persistentVolumeClaim", "emptyDir") if k in vol), "")
             slot = slot_for(vname, mpath, free) if kind else None
@@ -473,20 +531,7 @@ def storage(v: dict, specs: dict[str, dict], say) -> None:
                 continue
             free.remove(slot)
             placed[vname] = (slot, mpath)
-            entry: dict = {"mountPath": mpath}
-            if kind == "persistentVolumeClaim":
-                entry.update(type="existingClaim", existingClaim=vol["persistentVolumeClaim"]["claimName"])
-            else:
-                entry["type"] = "emptyDir"
-                if (vol.get("emptyDir") or {}).get("sizeLimit"):
-                    entry["size"] = vol["emptyDir"]["sizeLimit"]
-                say(
-                    where,
-                    f"emptyDir at {mpath} -> storage.{slot} (type emptyDir): each pod has its own, as under TFJob",
-                )
-            if m.get("readOnly") or (vol.get("persistentVolumeClaim") or {}).get("readOnly"):
-                entry["readOnly"] = True
-            v.setdefault("storage", {})[slot] = entry
+            v.setdefault("storage", {})[slot] = storage_slot(vol, m, slot, where, say)
         mounted = {m.get("name") for m in container_of(spec).get("volumeMounts") or []}
         for vname in sorted(set(volumes) - set(placed) - mounted):
             say(f"{path}.volumes[{vname}]", "not mounted by the tensorflow container: not carried over")
@@ -499,6 +544,34 @@ def storage(v: dict, specs: dict[str, dict], say) -> None:
     for vname, (slot, mpath) in placed.items():
         if slot in SLOTS:
             say(f"volumes[{vname}]", f"-> storage.{slot} at {mpath} (the chart's MODEL_DIR/DATA_DIR/LOG_DIR follow it)")
+
+
+def scratch(v: dict, vol: dict, mpath: str, where: str, say) -> str:
+    """An emptyDir at /tmp or /dev/shm -> storage.tmp.sizeLimit or shmSize; its slot name."""
+    size = (vol.get("emptyDir") or {}).get("sizeLimit")
+    if mpath == "/tmp":
+        v.setdefault("storage", {})["tmp"] = {"sizeLimit": size or ""}
+        say(where, f"emptyDir at /tmp -> storage.tmp.sizeLimit {size or '(none)'}: every pod has its own /tmp")
+        return "tmp"
+    v["shmSize"] = size or "1Gi"
+    say(where, f"emptyDir at /dev/shm -> shmSize {v['shmSize']} (a memory-backed /dev/shm)")
+    return "shm"
+
+
+def storage_slot(vol: dict, mount: dict, slot: str, where: str, say) -> dict:
+    """A claim or an emptyDir mounted at `mount` as the chart's storage.<slot>."""
+    mpath = mount.get("mountPath")
+    entry: dict = {"mountPath": mpath}
+    if "persistentVolumeClaim" in vol:
+        entry.update(type="existingClaim", existingClaim=vol["persistentVolumeClaim"]["claimName"])
+    else:
+        entry["type"] = "emptyDir"
+        if (vol.get("emptyDir") or {}).get("sizeLimit"):
+            entry["size"] = vol["emptyDir"]["sizeLimit"]
+        say(where, f"emptyDir at {mpath} -> storage.{slot} (type emptyDir): each pod has its own, as under TFJob")
+    if mount.get("readOnly") or (vol.get("persistentVolumeClaim") or {}).get("readOnly"):
+        entry["readOnly"] = True
+    return entry
 
 
 def restart_policies(v: dict, specs: dict[str, dict], run: dict, say) -> None:
