@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # prints the table at the end: tooling/timings.py); otherwise it only runs the step.
 TIME  := python3 tooling/timings.py run
 
-.PHONY: help setup setup-demo check check-all test lint golden test-image image notebook-image kind-node-image kind-smoke e2e-api e2e-bins e2e-images e2e e2e-up e2e-down e2e-status demo render tiers docs bench package publish release clean
+.PHONY: help setup setup-demo check check-all test lint golden test-image image notebook-image kind-node-image kind-smoke e2e-api e2e-bins e2e-images e2e e2e-up e2e-down e2e-status demo render tiers docs site bench package publish release clean
 .DEFAULT_GOAL := help
 
 help:  ## this list of targets
@@ -111,6 +111,9 @@ tiers: setup  ## regenerate docs/test-tiers.md: which tests .ci/run runs and whi
 
 docs: setup  ## regenerate charts/tf-cluster/README.md from the values' `# --` comments
 	$(TOOLS)/helm-docs --chart-search-root charts --template-files README.md.gotmpl
+
+site:  ## build the docs site (MkDocs Material, strict: a broken link or anchor fails) into site/
+	python3 tests/docs_site.py
 
 KEY ?=
 KEYRING ?=

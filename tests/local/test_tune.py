@@ -1,4 +1,4 @@
-"""`tf-cluster tune` on this machine with real TensorFlow: the README's example study (a Keras
+"""`tf-cluster tune` on this machine with real TensorFlow: docs/user-guide/tuning.md's example study (a Keras
 program that takes its hyperparameters as flags and reports through cloudml-hypertune, 6
 trials, 2 at once), a tuner killed mid-study and resumed, clear failures, the bad-space corpus."""
 

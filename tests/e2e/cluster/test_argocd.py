@@ -1,7 +1,7 @@
 """The chart under Argo CD 3.6 on the real node: Argo CD's own application controller and
 repo server (built from github.com/argoproj/argo-cd/v3, started by `node up`) sync
 Applications whose source is the chart in a git repository served over HTTP here, with
-`prune` and `selfHeal` on, as the README recommends. Argo CD renders with the pinned Helm 4.
+`prune` and `selfHeal` on, as docs/user-guide/upgrades-argocd.md recommends. Argo CD renders with the pinned Helm 4.
 
 What a platform team needs from it: a run shows Progressing then Healthy (Degraded, with the
 reason, when it fails), a finished run is never re-run by reconciliation, a change that does
@@ -102,7 +102,7 @@ class App:
                 "project": "default",
                 "source": {**source, "helm": {"releaseName": "train", "valuesObject": values}},
                 "destination": {"server": "https://kubernetes.default.svc", "namespace": ns},
-                "syncPolicy": example["spec"]["syncPolicy"],  # the README's: automated prune + selfHeal
+                "syncPolicy": example["spec"]["syncPolicy"],  # the documented one: automated prune + selfHeal
             },
         }
         self.co.create_namespaced_custom_object(GROUP, VERSION, ARGO_NS, PLURAL, body)

@@ -263,7 +263,7 @@ def test_deleting_a_mwms_worker_restarts_it_and_training_resumes_from_the_checkp
     assert after.progress["epoch"] == 15
     assert (list(snap.jobs.values())[0].status.failed or 0) >= 1  # the deleted pod counted as a failure
     say(f"worker 1 resumed at epoch {resumed[-1]} after its pod was deleted")
-    gang = replacement[0].spec.scheduling_group  # on a node serving the gang API (README "All or nothing")
+    gang = replacement[0].spec.scheduling_group  # on a node serving the gang API (docs/user-guide/gang-scheduling.md)
     if kube.serves_gang_api(api):
         from kubernetes import client
 

@@ -1,7 +1,7 @@
 """Faults on the real node: a task killed mid-run (ps, chief), an eviction, kube-apiserver down
 for a minute, a kubelet restart, a trainer over its memory limit.
 
-Each scenario is a row of README's lifecycle table ("Faults"): it says what happens, this file
+Each scenario is a row of docs/user-guide/lifecycle.md's table ("Faults"): it says what happens, this file
 shows it. Each prints the figure it is about (seconds to recovery, the resumed epoch, failures
 counted against the backoff budget) and checks that nothing was lost: the run completes and
 its exported model is on the checkpoints volume.

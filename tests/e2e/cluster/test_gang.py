@@ -161,7 +161,7 @@ def finished(api, ns, release: str) -> list:
 @pytest.mark.extended  # CI keeps the gang scenarios; tests/bench/bench_gang.py measures this figure
 @pytest.mark.parametrize("gang_on", [False, True], ids=["no-gang", "gang"])
 def test_time_from_install_to_all_tasks_running_on_a_free_node(api, ns, gang_on):
-    """The figure the README states (install -> all tasks Running); the bench script repeats it."""
+    """The figure the docs state (install -> all tasks Running); the bench script repeats it."""
     t0 = time.monotonic()
     install(ns, "t", EX / "mwms-cpu.yaml", sets=(*QUICK, *sized(TASK_CPU), f"scheduling.gang={str(gang_on).lower()}"))
     deadline = t0 + 180

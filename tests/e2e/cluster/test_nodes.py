@@ -6,7 +6,7 @@ scenarios stay on the first node); these releases tolerate it and spread one tas
 (a hard topology spread on the hostname). Checkpoints are on the default class `standard`:
 local-path in shared-filesystem mode, a ReadWriteMany volume every node mounts.
 
-Expected outcomes (README "Lifecycle", the node rows) are asserted with their figures:
+Expected outcomes (docs/user-guide/lost-nodes.md, the node rows) are asserted with their figures:
 - a node lost mid-run (killed, or cut off): Kubernetes calls it NotReady after the
   controller manager's 50 s grace, evicts its pods after nodeLoss.tolerationSeconds (30 s),
   and their deletion deadline passes terminationGracePeriodSeconds later with no kubelet to
@@ -260,7 +260,7 @@ def fence_lines(api, ns: str, lost: str) -> list[str]:
     ]
 
 
-# The bound the README states for a lost node: NotReady after the node monitor's grace, evicted
+# The bound docs/user-guide/lost-nodes.md states for a lost node: NotReady after the node monitor's grace, evicted
 # after the tolerations, the deletion deadline after the grace period, fenced within a check and
 # its margin, and a replacement running within a minute of that (placement, image, TF start).
 BOUND_S = NODE_MONITOR_GRACE_S + 10 + TOLERATION_S + GRACE_S + 10 + 5 + 60

@@ -1,6 +1,6 @@
 """The notebook, seen in a real browser on the real node.
 
-A user's path (values-examples/notebook-coordinator.yaml, README "Interactive training"): the
+A user's path (values-examples/notebook-coordinator.yaml, docs/user-guide/notebook.md): the
 release runs JupyterLab whose kernel is the ParameterServer chief, one ps and two worker servers,
 and TensorBoard. Headless Chromium (Debian's chromium + chromium-driver, driven by Selenium) logs
 into JupyterLab with the token the notebook pod stored in its Secret (read the way NOTES say),

@@ -1,4 +1,4 @@
-"""`tf-cluster tune` on the real node: the README's example study with every trial a Helm
+"""`tf-cluster tune` on the real node: docs/user-guide/tuning.md's example study with every trial a Helm
 release (2 at once), its metric read from the pods' logs (the launcher echoes the program's
 cloudml-hypertune reports), and no release left behind."""
 
