@@ -20,8 +20,8 @@ help:  ## this list of targets
 setup:  ## venv with pinned deps + pinned helm 4, helm 3, kubectl, the linters and test tools in .tools/bin
 	@$(TIME) setup -- python3 tooling/bootstrap.py
 
-setup-demo:  ## only what `make demo` needs: the venv and Helm 4 (a fresh machine's first run)
-	@$(TIME) setup -- python3 tooling/bootstrap.py venv helm
+setup-demo:  ## only what `make demo` needs: the venv with tf-cluster and TensorFlow CPU (Helm 4: PATH, else fetched on first use)
+	@$(TIME) setup -- python3 tooling/bootstrap.py demo
 
 # The kube-apiserver suite runs the oldest Kubernetes the chart supports (kubeVersion >=1.29); the
 # real node the newest (tests/e2e/cluster/node/config.py, NODE_K8S_VERSION: 1.37.2).
@@ -115,6 +115,10 @@ docs: setup  ## regenerate charts/tf-cluster/README.md from the values' `# --` c
 site:  ## build the docs site (MkDocs Material, strict: a broken link or anchor fails) into site/
 	python3 tests/docs_site.py
 
+wheel: setup-demo  ## the installable tool: dist/tf_cluster-<version>-py3-none-any.whl (chart, trainers, pins inside; `pipx install` it)
+	$(PY) -m pip wheel --disable-pip-version-check -q --no-deps . -w dist
+	@ls dist/tf_cluster-*.whl
+
 KEY ?=
 KEYRING ?=
 package: setup  ## the chart as a reproducible build/package/tf-cluster-<version>.tgz (KEY=name KEYRING=secring.gpg signs it)
@@ -138,4 +142,4 @@ bench: image  ## measure and write docs/benchmarks.md (+ PNGs): scale, run-local
 	cd tests/bench && ../../$(PY) report.py
 
 clean:  ## remove the venv, the pinned tools, build/ and runs/ (caches in ~/.cache stay)
-	rm -rf $(VENV) .tools build runs
+	rm -rf $(VENV) .tools build runs dist

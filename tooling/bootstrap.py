@@ -363,41 +363,59 @@ def install_psscheck() -> None:
 # ---------------------------------------------------------------- venv
 
 
-def install_venv() -> None:
-    stamp = VENV / ".requirements.sha256"
-    want = sha256(REQUIREMENTS.read_bytes() + NO_DEPS.read_bytes() + (ROOT / "tooling" / "pyproject.toml").read_bytes())
-    if stamp.exists() and stamp.read_text() == want:
-        return
+def pip(py: Path, *args: str) -> None:
+    argv = [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", *args]
+    try:
+        subprocess.run(argv, check=True)
+    except subprocess.CalledProcessError as e:
+        raise BootstrapError(f"pip failed (exit {e.returncode}): {' '.join(argv[3:])}") from e
+
+
+def venv_python() -> Path:
     py = VENV / "bin" / "python"
     if not py.exists():
         log(f"creating virtualenv {VENV.relative_to(ROOT)}")
         venv.EnvBuilder(with_pip=True).create(VENV)
+    return py
+
+
+def install_venv() -> None:
+    """Every pinned package (tests, linters, tuning, notebooks) and tf-cluster itself, editable."""
+    stamp = VENV / ".requirements.sha256"
+    want = sha256(REQUIREMENTS.read_bytes() + NO_DEPS.read_bytes() + (ROOT / "pyproject.toml").read_bytes())
+    if stamp.exists() and stamp.read_text() == want:
+        return
+    py = venv_python()
     log("installing pinned Python packages (first time: ~1 min, TensorFlow is ~600 MB)")
-    steps = (
-        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "-r", str(REQUIREMENTS)],
-        [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", "--no-deps", "-r", str(NO_DEPS)],
-        [
-            str(py),
-            "-m",
-            "pip",
-            "install",
-            "--disable-pip-version-check",
-            "-q",
-            "--no-deps",
-            "-e",
-            str(ROOT / "tooling"),
-        ],
-    )
-    for argv in steps:
-        try:
-            subprocess.run(argv, check=True)
-        except subprocess.CalledProcessError as e:
-            raise BootstrapError(f"pip failed (exit {e.returncode}): {' '.join(argv[3:])}") from e
+    pip(py, "-r", str(REQUIREMENTS))
+    pip(py, "--no-deps", "-r", str(NO_DEPS))
+    pip(py, "--no-deps", "-e", str(ROOT))
     stamp.write_text(want)
+    (VENV / ".demo.sha256").write_text(demo_stamp())
     log("virtualenv ready")
 
 
-PARTS = {  # what `bootstrap.py PART ...` installs; no argument: all of them (make setup)
+def demo_stamp() -> str:
+    return sha256(REQUIREMENTS.read_bytes() + NO_DEPS.read_bytes() + (ROOT / "pyproject.toml").read_bytes())
+
+
+def install_demo_venv() -> None:
+    """Only what `make demo` runs: tf-cluster (editable), TensorFlow CPU and tf-keras, at the project's
+    pins (the `local` extra's packages, with the CPU-only wheel: 273 MB instead of 572); `make
+    setup` later adds the rest to the same virtualenv."""
+    stamp = VENV / ".demo.sha256"
+    if stamp.exists() and stamp.read_text() == demo_stamp():
+        return
+    py = venv_python()
+    log("installing tf-cluster and TensorFlow CPU, pinned (first time: ~1-2 min, mostly the TensorFlow download)")
+    pip(py, "-c", str(REQUIREMENTS), "-e", str(ROOT), "tensorflow-cpu", "tensorboard")
+    pip(py, "--no-deps", "-r", str(NO_DEPS))
+    stamp.write_text(demo_stamp())
+    log("virtualenv ready for the demo")
+
+
+PARTS = {  # what `bootstrap.py PART ...` installs; no argument: all of them but "demo" (make setup)
+    "demo": "the virtualenv with only tf-cluster and TensorFlow CPU (make demo; Helm is fetched on first use)",
     "venv": "the virtualenv with the pinned Python packages (TensorFlow CPU + tf-keras)",
     "helm": "Helm 4 (what the tf-cluster command and the chart's users run)",
     "helm3": "Helm 3 (the chart is tested under both)",
@@ -415,13 +433,16 @@ def main(argv: list[str]) -> int:
             file=sys.stderr,
         )
         return 2
-    only = set(argv) or set(PARTS)
+    only = set(argv) or set(PARTS) - {"demo"}
     # The Go compiler collects garbage less often: cold builds ~10-18% quicker on 2 cores for a
     # little more memory (psscheck 27.0 -> 24.3 s, kube-score 37.3 -> 30.5 s with empty build
     # caches; GOGC=100 vs 400, two runs each). Go builds here and in build.sh use it.
     os.environ.setdefault("GOGC", "400")
 
     def pip_installs() -> None:  # downloads mostly: run beside the Go builds, which use the CPU
+        if "demo" in only and "venv" not in only:
+            with phase("venv (demo)"):
+                install_demo_venv()
         if "venv" in only:
             with phase("venv"):
                 install_venv()

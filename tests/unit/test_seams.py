@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tf_cluster import CHART, ROOT, helm, progress
+from tf_cluster.errors import ToolMissing
 
 PY_FILES = sorted(p for d in ("tooling", "tests") for p in (ROOT / d).rglob("*.py") if ".venv" not in p.parts)
 
@@ -75,7 +76,7 @@ def test_a_bound_helm_names_its_binary_cluster_and_namespace():
         "-f",
         "v.yaml",
     ]
-    with pytest.raises(helm.ToolMissing, match="use 3 or 4"):
+    with pytest.raises(ToolMissing, match="use 3 or 4"):
         helm.Helm("2").argv("version")
 
 

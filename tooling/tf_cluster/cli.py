@@ -7,14 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import __version__
+from . import version
 from .commands import build, from_tfjob, package, render, run_local, smoke, tune, validate
 from .errors import TfClusterError
 
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tf-cluster", description=__doc__)
-    p.add_argument("--version", action="version", version=f"tf-cluster {__version__}")
+    p.add_argument("--version", action="version", version=f"tf-cluster {version()}")
     sub = p.add_subparsers(dest="command", required=True)
     for module in (render, validate, build, run_local, smoke, package, tune, from_tfjob):
         module.add_parser(sub)

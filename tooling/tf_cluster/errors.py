@@ -47,3 +47,17 @@ class RunError(TfClusterError):
     """A local or cluster run did not succeed."""
 
     exit_code = 7
+
+
+def require_extra(extra: str, *modules: str, feature: str) -> None:
+    """Stop with the install line when an optional feature's packages (the package extra
+    `tf-cluster[<extra>]`) are missing, before anything is done."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ToolMissing(
+            f"{feature} needs {', '.join(missing)} (the extra `tf-cluster[{extra}]`): "
+            f"pipx install 'tf-cluster[{extra}]' (or `pipx inject tf-cluster {' '.join(missing)}`, "
+            f"`pip install 'tf-cluster[{extra}]'`; in a checkout: make setup)"
+        )

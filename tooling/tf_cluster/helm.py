@@ -10,8 +10,6 @@ so a test can assert on a refusal (e.g. an immutable field).
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable, Sequence
@@ -20,11 +18,10 @@ from pathlib import Path
 
 import yaml
 
-from . import CHART, TOOLS_BIN
-from .errors import RenderError, RunError, ToolMissing
+from . import CHART, toolcache
+from .errors import RenderError, RunError
 
-HELM_BINARIES = {"4": "helm", "3": "helm3"}
-MAJORS = tuple(HELM_BINARIES)
+MAJORS = tuple(toolcache.NAMES)
 
 
 class HelmError(RunError):
@@ -38,20 +35,9 @@ class HelmError(RunError):
 
 
 def helm_binary(major: str = "4") -> str:
-    """Path of the pinned helm of that major version (`TF_CLUSTER_HELM<major>`, .tools/bin, then PATH)."""
-    env_override = os.environ.get(f"TF_CLUSTER_HELM{major}")
-    if env_override:
-        return env_override
-    name = HELM_BINARIES.get(major)
-    if name is None:
-        raise ToolMissing(f"unknown Helm major version {major!r}: use 3 or 4")
-    local = TOOLS_BIN / name
-    if local.exists():
-        return str(local)
-    found = shutil.which(name)
-    if not found:
-        raise ToolMissing(f"{name} (Helm {major}) not found: run `make setup`")
-    return found
+    """Path of the helm of that major version: `TF_CLUSTER_HELM<major>`, a checkout's .tools/bin, PATH,
+    else Helm 4 fetched once into the user cache (tf_cluster.toolcache)."""
+    return toolcache.helm_path(major)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ unchanged context keeps its tag and any change gets a new one.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 from dataclasses import dataclass
@@ -16,18 +17,32 @@ from pathlib import Path
 import jinja2
 import yaml
 
-from . import CHART, ROOT
+from . import CHART, IMAGES, REQUIREMENTS, work_dir
 
-IMAGES = ROOT / "images"
-TF_VERSION = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
 DEFAULT_REPOSITORY = "tf-cluster-trainer"
 DEFAULT_BASE = "python:3.11-slim-bookworm"
 
 VARIANTS = {
-    "cpu": {"tf_package": f"tensorflow-cpu=={TF_VERSION}"},
+    "cpu": {"tf_package": "tensorflow-cpu=={tf}"},
     # pip's CUDA wheels: no CUDA base image needed, only the NVIDIA driver on the node.
-    "gpu": {"tf_package": f"tensorflow[and-cuda]=={TF_VERSION}"},
+    "gpu": {"tf_package": "tensorflow[and-cuda]=={tf}"},
 }
+
+
+@functools.cache
+def tf_version() -> str:
+    """The TensorFlow version of the default image: the chart's appVersion."""
+    return str(yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"])
+
+
+def __getattr__(name: str) -> str:  # images.TF_VERSION, read when first asked for (not at import)
+    if name == "TF_VERSION":
+        return tf_version()
+    raise AttributeError(name)
+
+
+def tf_package(variant: str) -> str:
+    return VARIANTS[variant]["tf_package"].format(tf=tf_version())
 
 
 @dataclass(frozen=True)
@@ -40,7 +55,7 @@ class Context:
 
     @property
     def tag(self) -> str:
-        return f"{TF_VERSION}-{self.variant}{self.flavor}"
+        return f"{tf_version()}-{self.variant}{self.flavor}"
 
     @property
     def image(self) -> str:
@@ -69,22 +84,22 @@ def render_dockerfile(
         variant=variant,
         base=base,
         python=python,
-        tf_version=TF_VERSION,
+        tf_version=tf_version(),
         ca_secret=ca_secret,
         extra_packages=list(extra_packages),
         extra_requirements=extra_requirements,
         notebook=notebook,
-        **VARIANTS[variant],
+        tf_package=tf_package(variant),
     )
 
 
 def requirements(variant: str) -> str:
-    return f"{VARIANTS[variant]['tf_package']}\ntensorboard\ncloudml-hypertune\n"  # Vertex AI metric reports
+    return f"{tf_package(variant)}\ntensorboard\ncloudml-hypertune\n"  # Vertex AI metric reports
 
 
 def constraints() -> str:
     """The project's pins (constraints install nothing themselves: they only fix versions)."""
-    return (ROOT / "tooling" / "requirements.txt").read_text()
+    return REQUIREMENTS.read_text()
 
 
 def assemble(
@@ -101,7 +116,7 @@ def assemble(
     """The build context; `extra_requirements` (a pip requirements file) adds a layer and a tag
     suffix `-r<first 8 hex of its sha256>`; `notebook` adds JupyterLab and the example notebooks
     (images/notebooks/) and the suffix `-notebook` (the chart's notebook image)."""
-    out = out or ROOT / "build" / "images" / (variant + ("-notebook" if notebook else ""))
+    out = out or work_dir("build") / "images" / (variant + ("-notebook" if notebook else ""))
     if out.exists():
         shutil.rmtree(out)
     (out / "trainers").mkdir(parents=True)

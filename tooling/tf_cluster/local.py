@@ -39,14 +39,14 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from . import CHART, ROOT, progress, requirements
-from .errors import UsageError
+from . import CHART, IMAGES, progress, requirements
+from .errors import ToolMissing, UsageError
 from .manifests import Pod
 from .progress import TaskProgress
 
 TRAINER_IMAGE = "tf-cluster-trainer"
-IMAGE_PATHS = {  # what the trainer image holds -> where this checkout has it
-    "/opt/tf-cluster/trainers": ROOT / "images" / "trainers",
+IMAGE_PATHS = {  # what the trainer image holds -> where this package (or checkout) has it
+    "/opt/tf-cluster/trainers": IMAGES / "trainers",
 }
 LAUNCHER_MOUNT = "/opt/tf-cluster/launcher"
 SANDBOX = Path(__file__).with_name("sandbox.py")
@@ -194,6 +194,7 @@ class LocalCluster:
         self.lock = threading.Lock()
         self._check_runnable(pods, allow_images, ignore_gpus)
         self.isolation_problem = sandbox_problem(python) if isolate is not False else "turned off"
+        self.no_event_files = ""  # why TensorBoard event files are not read (the `progress` extra missing)
         if isolate and self.isolation_problem:
             raise UsageError(
                 f"run-local cannot give each task its own namespaces here ({self.isolation_problem}). "
@@ -513,8 +514,12 @@ class LocalCluster:
                 continue
             found: dict[str, float] = {}
             log_dir = t.env.get("LOG_DIR")
-            if t is summary_task and log_dir:
-                found.update(progress.event_scalars(Path(self.host_path(t, log_dir))))
+            if t is summary_task and log_dir and not self.no_event_files:
+                try:
+                    found.update(progress.event_scalars(Path(self.host_path(t, log_dir))))
+                except ToolMissing as e:  # the run goes on; only the summaries' progress is not read
+                    self.no_event_files = str(e)
+                    print(f"run-local: {e}", file=sys.stderr, flush=True)
             if t.mounts:  # isolated: its /tmp is its own
                 metrics = Path(self.host_path(t, t.env.get(progress.HYPERTUNE_ENV) or progress.HYPERTUNE_FILE))
             else:

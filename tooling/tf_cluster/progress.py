@@ -29,6 +29,8 @@ import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .errors import require_extra
+
 PREFIX = "TF_CLUSTER_"
 KINDS = ("PROGRESS", "RESULT", "EVENT", "METRICS")
 METRICS = ("loss", "accuracy", "val_loss", "val_accuracy")
@@ -168,6 +170,7 @@ def event_scalars(logdir: Path) -> dict[str, float]:
     files = sorted(logdir.rglob("events.out.tfevents.*")) if logdir.is_dir() else []
     if not files:
         return {}
+    require_extra("progress", "tensorboard", feature="reading progress from TensorBoard event files")
     from tensorboard.compat.proto import event_pb2
     from tensorboard.util import tensor_util
 

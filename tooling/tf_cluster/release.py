@@ -29,6 +29,7 @@ from .errors import UsageError
 
 TAG_PREFIX = "tf-cluster-"
 RELEASES = ROOT / "charts" / "releases.yaml"  # the record of released versions
+CHART_PATH = "charts/tf-cluster"  # the chart in the repository (release verbs work on a checkout)
 KINDS = {"Added": "added", "Changed": "changed", "Deprecated": "deprecated", "Removed": "removed"}
 KINDS |= {"Fixed": "fixed", "Security": "security"}  # Artifact Hub's kinds; other headings stay out
 SEMVER = re.compile(r"^(\d+)\.(\d+)\.(\d+)(?:-([0-9A-Za-z.-]+))?(?:\+[0-9A-Za-z.-]+)?$")
@@ -128,7 +129,7 @@ def last_release(cwd: Path = ROOT, below: str | None = None) -> Release | None:
 def chart_tree(cwd: Path = ROOT) -> str:
     """The git tree of the chart directory as it is on disk (uncommitted and untracked files
     included, ignored ones not): written through a scratch index, the checkout's own untouched."""
-    rel = str(CHART.relative_to(ROOT))
+    rel = CHART_PATH
     with tempfile.TemporaryDirectory() as scratch:
         env = {**os.environ, "GIT_INDEX_FILE": str(Path(scratch) / "index")}
         git("add", "--all", "--", rel, cwd=cwd, env=env)
@@ -141,14 +142,14 @@ def changed_files(old_tree: str, new_tree: str, cwd: Path = ROOT) -> list[str]:
         names = git("diff", "--name-only", old_tree, new_tree, cwd=cwd).split()
     except subprocess.CalledProcessError:
         return []
-    return [f"{CHART.relative_to(ROOT)}/{n}" for n in names]
+    return [f"{CHART_PATH}/{n}" for n in names]
 
 
 def check_version(cwd: Path = ROOT) -> str:
     """What `ct lint --check-version-increment` checks, plus the changelog: a chart that is not
     exactly a released version's has a version above the last release and a CHANGELOG section
     for it. Returns a line saying what was checked; raises UsageError naming what to do."""
-    chart = cwd / CHART.relative_to(ROOT)
+    chart = cwd / CHART_PATH
     version = chart_version(chart)
     semver(version)
     sections = changelog((chart / "CHANGELOG.md").read_text())
@@ -182,7 +183,7 @@ def check_version(cwd: Path = ROOT) -> str:
 def record_release(cwd: Path = ROOT, tag: bool = True) -> Release:
     """Record the chart version at HEAD as released (`tf-cluster release`): its committed chart
     tree and package time appended to charts/releases.yaml, and a tag `tf-cluster-<version>`."""
-    rel = str(CHART.relative_to(ROOT))
+    rel = CHART_PATH
     version = chart_version(cwd / rel)
     tree = chart_tree(cwd)
     head = git("rev-parse", f"HEAD:{rel}", cwd=cwd).strip()
@@ -227,7 +228,7 @@ def source_epoch(cwd: Path = ROOT) -> int:
     if os.environ.get("SOURCE_DATE_EPOCH"):
         return int(os.environ["SOURCE_DATE_EPOCH"])
     try:
-        out = git("log", "-1", "--format=%ct", "--", str(CHART.relative_to(ROOT)), cwd=cwd).strip()
+        out = git("log", "-1", "--format=%ct", "--", CHART_PATH, cwd=cwd).strip()
     except (OSError, subprocess.CalledProcessError):
         out = ""
     if not out:

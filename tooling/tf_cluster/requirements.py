@@ -21,14 +21,14 @@ import sysconfig
 import time
 from pathlib import Path
 
-from . import ROOT
+from . import REQUIREMENTS
 from .errors import UsageError
 from .streaming import run_streaming
 
 CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "tf-cluster" / "requirements"
 BASE_MOUNT = "/opt/tf-cluster/base-venv"  # where isolated tasks see the project's environment
 BASE_FILE = "tf-cluster-base"  # in the layer: the project environment it extends
-CONSTRAINTS = ROOT / "tooling" / "requirements.txt"
+CONSTRAINTS = REQUIREMENTS  # the project's pins (package data when installed)
 
 
 def key(requirements: str, python: str = sys.executable) -> str:
@@ -72,7 +72,7 @@ def environment(requirements: Path, python: str = sys.executable, say=print) -> 
         shutil.rmtree(env, ignore_errors=True)
         raise UsageError(
             f"--requirements {requirements}: pip could not install it on top of the project's pins "
-            f"({CONSTRAINTS.relative_to(ROOT)}); fix the file (a pinned version the project also pins "
+            f"({CONSTRAINTS}); fix the file (a pinned version the project also pins "
             "must match). pip said:\n  " + "\n  ".join(tail)
         )
     done.write_text(text)

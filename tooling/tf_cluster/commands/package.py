@@ -8,7 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from .. import ROOT, helm, release
+from .. import ROOT, checkout, helm, release
 from ..errors import UsageError
 
 
@@ -47,6 +47,7 @@ def sha256(path: Path) -> str:
 
 
 def run_package(args) -> int:
+    checkout("package")
     print(f"[package] version policy: {release.check_version()}", flush=True)
     if args.keyring and not args.key:
         raise UsageError("--keyring is for signing: give --key NAME too")
@@ -69,7 +70,7 @@ def run_package(args) -> int:
 def run_publish(args) -> int:
     if not args.remote.startswith("oci://"):
         raise UsageError(f"{args.remote}: give an OCI reference, oci://<registry>/<path>")
-    tgz = args.package or ROOT / "build" / "package" / f"tf-cluster-{release.chart_version()}.tgz"
+    tgz = args.package or checkout("publish") / "build" / "package" / f"tf-cluster-{release.chart_version()}.tgz"
     if not tgz.is_file():
         raise UsageError(f"{tgz} not found: run `tf-cluster package` (make package) first")
     r = helm.Helm(args.helm).push(tgz, args.remote, plain_http=args.plain_http, check=False)
@@ -87,6 +88,7 @@ def run_publish(args) -> int:
 
 
 def run_release(args) -> int:
+    checkout("release")
     r = release.record_release(tag=not args.no_tag)
     print(f"[release] {r.version}: chart tree {r.tree}, package time {r.epoch}, recorded in charts/releases.yaml")
     print(f"[release] next: git commit charts/releases.yaml; git push origin {r.tag}; make package publish")

@@ -7,7 +7,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .. import ROOT, manifests, progress, requirements, roles
+from .. import manifests, progress, requirements, roles, work_dir
 from ..errors import RunError
 from ..local import LocalCluster, clean_workdir
 from ..runner import RunReport
@@ -65,7 +65,7 @@ def run(args) -> int:
         args.set = [*args.set, *(f"jobPolicies.{r}.backoffLimitPerIndex=0" for r in roles.NAMES)]
     _, docs = render_docs(args)
     pods = manifests.pods(docs, namespace=args.namespace, node_cpus=os.cpu_count() or 1)
-    workdir = (args.workdir or ROOT / "runs" / args.release).resolve()
+    workdir = (args.workdir or work_dir("runs") / args.release).resolve()
     python = requirements.environment(args.requirements) if args.requirements else sys.executable
     clean_workdir(workdir)
 

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from .. import ROOT, images
+from .. import images, work_dir
 from ..errors import RunError, ToolMissing, UsageError
 from ..helm import Helm, Values
 from ..runner.cluster import ClusterRunner
@@ -105,7 +105,7 @@ def kind_up(name: str, say: Step, node_image: str | None = None, config: Path | 
         t = time.monotonic()
         sh(argv, say, "kind create cluster", capture=False)
         say(f"kind cluster {name} created in {time.monotonic() - t:.0f}s")
-    kubeconfig = ROOT / "build" / f"kind-{name}.kubeconfig"
+    kubeconfig = work_dir("build") / f"kind-{name}.kubeconfig"
     kubeconfig.parent.mkdir(parents=True, exist_ok=True)
     kubeconfig.write_text(sh([exe, "get", "kubeconfig", "--name", name], say, "kind get kubeconfig"))
     return kubeconfig

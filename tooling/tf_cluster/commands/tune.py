@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from .. import helm, kube, manifests, tune
-from ..errors import UsageError
+from ..errors import UsageError, require_extra
 from ..local import clean_workdir
 from ..runner.cluster import ClusterRunner
 from ..runner.local import LocalRunner
@@ -44,6 +44,7 @@ def add_parser(sub) -> None:
 
 
 def run(args) -> int:
+    require_extra("tune", "optuna", "matplotlib", feature="tf-cluster tune")
     space = tune.load_space(args.space)
     base = values_from(args)
     out = (args.out or Path("tune") / space.study).resolve()
@@ -118,6 +119,7 @@ def cluster_backend(args, tasks: int) -> tuple[tune.Backend, bool]:
 
 
 def run_show(args) -> int:
+    require_extra("tune", "optuna", "matplotlib", feature="tf-cluster tune show")
     import optuna
 
     tune.quiet_optuna()
