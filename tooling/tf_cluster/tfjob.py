@@ -638,7 +638,7 @@ def run_policy(v: dict, run: dict, counts: dict[str, int], say, gang: str) -> No
         say(
             "spec.runPolicy.ttlSecondsAfterFinished",
             "-> job.ttlSecondsAfterFinished: deletes each finished Job. Under Argo CD a deleted Job is drift: "
-            "self-heal re-creates it and trains again (README 'Argo CD')",
+            "self-heal re-creates it and trains again (docs/user-guide/upgrades-argocd.md)",
         )
     if job:
         v["job"] = job
@@ -691,7 +691,7 @@ def scheduling_policy(v: dict, sched: dict, counts: dict[str, int], say, gang: s
     if sched.get("minResources"):
         say(f"{path}.minResources", "no equivalent: the gang waits for the tasks' own requests")
     v["scheduling"] = s
-    say(path, f"-> scheduling: {s} (README 'All or nothing')")
+    say(path, f"-> scheduling: {s} (docs/user-guide/gang-scheduling.md)")
 
 
 def success_policy(spec: dict, counts: dict[str, int], say) -> None:
@@ -719,7 +719,7 @@ HEADER = """\
 # tf-cluster values converted from TFJob {ns}{name} by `tf-cluster from-tfjob`.
 # Install:  helm install {name} charts/tf-cluster -f THIS_FILE{ns_flag}
 # What changed or has no equivalent was printed by the converter; each line is
-# repeated at the end of this file. README "Coming from TFJob" has the whole table.
+# repeated at the end of this file. docs/user-guide/from-tfjob.md has the whole table.
 """
 
 COMMENTS = {
