@@ -24,7 +24,7 @@ setup-demo:  ## only what `make demo` needs: the venv with tf-cluster and Tensor
 	@$(TIME) setup -- python3 tooling/bootstrap.py demo
 
 # The kube-apiserver suite runs the oldest Kubernetes the chart supports (kubeVersion >=1.29); the
-# real node the newest (tests/e2e/cluster/node/config.py, NODE_K8S_VERSION: 1.37.2).
+# real node the newest (hack/node/config.py, NODE_K8S_VERSION: 1.37.2).
 K8S_API_VERSION ?= 1.29.15
 K8S_BIN ?= $(HOME)/.cache/tf-cluster/k8s-$(K8S_API_VERSION)
 export TF_CLUSTER_K8S_BIN := $(K8S_BIN)
@@ -50,12 +50,12 @@ check-all:  ## every test: `make test` (kube-apiserver 1.29), the same API suite
 	$(MAKE) kind-smoke
 
 e2e-bins:  ## kube-apiserver $(K8S_API_VERSION) built from the Kubernetes Go modules (cached; ~5 min cold) + Debian's etcd
-	@$(TIME) kube-apiserver -- bash tests/e2e/apiserver/build.sh $(K8S_BIN)
+	@$(TIME) kube-apiserver -- bash hack/apiserver/build.sh $(K8S_BIN)
 
 e2e-api: setup e2e-bins  ## only the kube-apiserver suite: install/upgrade/uninstall, RBAC, launcher API path
 	$(PY) -m pytest tests/e2e/test_apiserver.py -rs $(PYTEST_ARGS)
 
-NODE := $(PY) tests/e2e/cluster/node
+NODE := $(PY) hack/node
 KEEP ?=
 e2e-up: image  ## a real three-node Kubernetes here (this host + two network-namespace nodes; kube-* from the Go modules, containerd, Cilium, CoreDNS, Argo CD); idempotent
 	$(NODE) up
@@ -85,14 +85,14 @@ image: setup  ## build the CPU trainer image; without a registry, make the Debia
 	@if [ "$(BASE)" = "localhost/tf-cluster-base:bookworm" ]; then bash images/base/make-base.sh podman $(BASE); fi
 	$(VENV)/bin/tf-cluster build --variant cpu --base $(BASE)
 
-# the kind node's Kubernetes: the e2e node's (tests/e2e/cluster/node/config.py)
+# the kind node's Kubernetes: the e2e node's (hack/node/config.py)
 NODE_K8S_VERSION := 1.37.2
-kind-node-image:  ## a kind v0.33.0 node image for Kubernetes 1.37.2 made here, no registry (tests/e2e/kind/; cached, ~3 min cold)
-	@K8S_VERSION=$(NODE_K8S_VERSION) bash tests/e2e/kind/build-node-image.sh
+kind-node-image:  ## a kind v0.33.0 node image for Kubernetes 1.37.2 made here, no registry (hack/kind/; cached, ~3 min cold)
+	@K8S_VERSION=$(NODE_K8S_VERSION) bash hack/kind/build-node-image.sh
 
 RUNS ?= 1
 kind-smoke: image  ## `tf-cluster smoke --kind` from no cluster to a deleted one, via kind's podman provider (root; RUNS=3)
-	RUNS=$(RUNS) K8S_VERSION=$(NODE_K8S_VERSION) bash tests/e2e/kind/smoke.sh
+	RUNS=$(RUNS) K8S_VERSION=$(NODE_K8S_VERSION) bash hack/kind/smoke.sh
 
 notebook-image: image  ## the notebook image: the CPU trainer + JupyterLab + the example notebooks (images/notebooks/)
 	$(VENV)/bin/tf-cluster build --variant cpu --notebook --base $(BASE)

@@ -3,18 +3,18 @@
 # first, timed, its log kept. DESTRUCTIVE for this machine's caches: it takes the e2e nodes down (their image stores purged),
 # empties ~/.cache/tf-cluster, Go's module and build caches, pip's and npm's caches, podman's and
 # containerd's image stores, and purges the Debian packages `make check` installs (the same lists
-# as images/base/install-builder.sh and tests/e2e/cluster/build.sh), so that they are installed
+# as images/base/install-builder.sh and hack/node/build.sh), so that they are installed
 # again as on a fresh machine. The breakdown is the timing table `make check` prints at its end.
-#   tests/bench/cold_ci.sh --yes [log]        (root; ~55-65 min on 2 cores)
+#   hack/cold_ci.sh --yes [log]        (root; ~55-65 min on 2 cores)
 set -euo pipefail
 [ "${1:-}" = --yes ] || { sed -n 2,8p "$0" | sed 's/^# \{0,1\}//'; echo "usage: $0 --yes [log]"; exit 2; }
 [ "$(id -u)" = 0 ] || { echo "run as root" >&2; exit 1; }
-root=$(cd "$(dirname "$0")/../.." && pwd)
+root=$(cd "$(dirname "$0")/.." && pwd)
 log=${2:-/tmp/cold-ci-$(date +%Y%m%d-%H%M%S).log}
 say() { echo "[cold-ci] $*"; }
 
 say "taking the e2e node down (if up)"
-if [ -x "$root/.venv/bin/python" ]; then "$root/.venv/bin/python" "$root/tests/e2e/cluster/node" down --purge >/dev/null 2>&1 || true; fi
+if [ -x "$root/.venv/bin/python" ]; then "$root/.venv/bin/python" "$root/hack/node" down --purge >/dev/null 2>&1 || true; fi
 say "emptying the caches"
 go clean -cache -modcache 2>/dev/null || true
 rm -rf "${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster" "${XDG_CACHE_HOME:-$HOME/.cache}/pip" "$HOME/.npm" "$HOME/go/pkg"

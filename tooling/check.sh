@@ -3,7 +3,7 @@
 # without the tests marked `extended`, ending with the timing table (tooling/timings.py).
 #
 # What the e2e node needs is built while `make test` runs: its components (Go builds, CPU-bound;
-# tests/e2e/cluster/build.sh, which waits for a second build into the same directory and lets one
+# hack/node/build.sh, which waits for a second build into the same directory and lets one
 # apt-get run at a time) start at once, the trainer and notebook images (downloads mostly) once
 # the virtualenv is there. `make test` runs its kube-apiserver suite on the node's Kubernetes:
 # one Kubernetes build for both (`make check-all` runs the suite on the oldest supported too).
@@ -47,7 +47,7 @@ stop_background() {
   for pid in ${pids[@]+"${pids[@]}"}; do kill -- "-$pid" 2>/dev/null; done
 }
 
-background "node components" build/node-build.log env K8S_VERSION="$node_k8s" bash tests/e2e/cluster/build.sh
+background "node components" build/node-build.log env K8S_VERSION="$node_k8s" bash hack/node/build.sh
 nb=${pids[-1]}
 make --no-print-directory setup || rc=$?
 if [ "$rc" = 0 ]; then

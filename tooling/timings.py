@@ -8,7 +8,7 @@ named by ``$TF_CLUSTER_TIMINGS`` (nothing is recorded when it is unset):
 
 A phase name is a path: ``e2e/build/cilium`` is part of ``e2e/build``, which is part of ``e2e``.
 Recorders: ``timings.py run PHASE -- ARGV...`` (the Makefile's steps), :func:`record` and
-:func:`phase` (bootstrap.py), the ``timing`` function of ``tests/e2e/cluster/build.sh`` and the
+:func:`phase` (bootstrap.py), the ``timing`` function of ``hack/node/build.sh`` and the
 pytest plugin in ``tests/conftest.py`` (one line per test module).
 
     tooling/timings.py start                      # a new, empty record (make check does this)

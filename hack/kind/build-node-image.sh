@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Build a kind (v0.33.0) node image for Kubernetes 1.37.2 entirely on this machine: no image
 # is pulled from a registry. Inputs come only from Debian (debootstrap/apt), the Go module proxy and
-# the project's caches (~/.cache/tf-cluster/k8s-$K8S_VERSION from tests/e2e/cluster/build.sh).
+# the project's caches (~/.cache/tf-cluster/k8s-$K8S_VERSION from hack/node/build.sh).
 # No kindnetd: the node image carries a static bridge CNI config (cni-bridge.conflist) and the
 # cluster is made with networking.disableDefaultCNI: true (kind-cluster.yaml).
 #
@@ -24,7 +24,7 @@ ETCD_VERSION=${ETCD_VERSION:-3.7.0}                   # kubeadm 1.37 DefaultEtcd
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.6}            # kubeadm 1.37 CoreDNSVersion
 DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/kind-$KIND_VERSION}
-K8S_BIN=${K8S_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/k8s-$K8S_VERSION}  # tests/e2e/cluster/build.sh output
+K8S_BIN=${K8S_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/k8s-$K8S_VERSION}  # hack/node/build.sh output
 here=$(cd "$(dirname "$0")" && pwd)
 PODMAN=(podman --runtime runc --cgroup-manager cgroupfs)   # crun fails on this hybrid cgroup layout
 NICE=(nice -n 19)
@@ -55,10 +55,10 @@ log "kind: $("$CACHE/kind" version); source $KIND_SRC"
 # ---------------------------------------------------------------- 2. Go binaries
 step "Go binaries (kubeadm, kubectl, crictl, etcd, coredns)"
 # the node harness's components (cached: built by `make e2e` already, else here) + kubeadm and kubectl
-TF_CLUSTER_E2E_BIN="$K8S_BIN" K8S_VERSION="$K8S_VERSION" "${NICE[@]}" bash "$here/../cluster/build.sh" \
+TF_CLUSTER_E2E_BIN="$K8S_BIN" K8S_VERSION="$K8S_VERSION" "${NICE[@]}" bash "$here/../node/build.sh" \
   kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm kubectl pause local-path-provisioner >/dev/null
 for c in kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy kubeadm kubectl pause local-path-provisioner; do
-  [ -x "$K8S_BIN/$c" ] || { log "missing $K8S_BIN/$c: run tf-cluster's tests/e2e/cluster/build.sh first"; exit 1; }
+  [ -x "$K8S_BIN/$c" ] || { log "missing $K8S_BIN/$c: run tf-cluster's hack/node/build.sh first"; exit 1; }
 done
 if [ ! -x "$CACHE/bin/crictl" ]; then
   log "building crictl $CRICTL_VERSION (sigs.k8s.io/cri-tools)"
@@ -82,12 +82,13 @@ if [ ! -x "$CACHE/bin/coredns" ]; then
 fi
 # ---------------------------------------------------------------- 3. base images
 # Tag = hash of the recipe: kind's base files, the package lists, crictl and this script's base section.
+# Contents and file names only, never where the checkout or the cache is: any clone finds the same tags.
 SLIM_PKGS=bash,ca-certificates,iptables,nftables,conntrack,iproute2,kmod,procps
 BASE_PKGS=(systemd dbus conntrack iptables nftables iproute2 ethtool util-linux mount kmod libseccomp2 pigz fuse-overlayfs
            e2fsprogs bash ca-certificates curl jq procps containerd runc containernetworking-plugins)
 BASE_REV=6   # bump when the recipe below changes in a way the hash does not see
-BASE_TAG=bookworm-$( { echo "$BASE_REV $KIND_VERSION $CRICTL_VERSION $SLIM_PKGS ${BASE_PKGS[*]}"; sha256sum "$CACHE/bin/crictl";
-  (cd "$KIND_SRC/images/base/files" && find . -type f | sort | xargs sha256sum); sha256sum "$here/iptables-wrapper" "$here/cni-bridge.conflist"; } | sha256sum | cut -c1-12)
+BASE_TAG=bookworm-$( { echo "$BASE_REV $KIND_VERSION $CRICTL_VERSION $SLIM_PKGS ${BASE_PKGS[*]}"; sha256sum < "$CACHE/bin/crictl";
+  (cd "$KIND_SRC/images/base/files" && find . -type f | sort | xargs sha256sum); (cd "$here" && sha256sum iptables-wrapper cni-bridge.conflist); } | sha256sum | cut -c1-12)
 SLIM_IMAGE=localhost/kind-slim:$BASE_TAG
 BASE_IMAGE=localhost/kind-base:$BASE_TAG
 step "base images $SLIM_IMAGE, $BASE_IMAGE"
@@ -237,7 +238,7 @@ if [ ! -s "$TARBALL" ]; then
 fi
 
 # ---------------------------------------------------------------- 6. node image
-NODE_TAG=$V-$( { echo "$BASE_TAG $IMG_TAG"; sha256sum "$here/docker-shim" "$here/default-cni.yaml"; } | sha256sum | cut -c1-12)
+NODE_TAG=$V-$( { echo "$BASE_TAG $IMG_TAG"; (cd "$here" && sha256sum docker-shim default-cni.yaml); } | sha256sum | cut -c1-12)
 NODE_IMAGE=${NODE_IMAGE:-localhost/kind-node:$NODE_TAG}
 step "node image $NODE_IMAGE"
 if ! podman image exists "$NODE_IMAGE" || [ -n "${FORCE_NODE:-}" ]; then

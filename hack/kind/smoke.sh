@@ -2,12 +2,12 @@
 # `tf-cluster smoke --kind` as a user runs it, from no cluster to a deleted one, on this machine:
 # kind v0.33.0 (built from its Go module) through its podman provider, with the kind node image
 # made here (build-node-image.sh: no registry pull) and the trainer image `make image` built.
-#   bash tests/e2e/kind/smoke.sh [values.yaml ...]     (root; RUNS=3 for three in a row)
+#   bash hack/kind/smoke.sh [values.yaml ...]     (root; RUNS=3 for three in a row)
 # Default values: values-examples/mwms-cpu.yaml with tests/e2e/cluster/values-small-node.yaml (its
 # requests sized for a 2-core machine next to kind's control plane).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
+root=$(cd "$here/../.." && pwd)
 CLUSTER=${KIND_CLUSTER:-tf-cluster-kind}
 NETWORK=${KIND_NETWORK:-tf-cluster-kind}
 SUBNET=${KIND_SUBNET:-10.89.7.0/24}   # apart from the node harness's 10.244/10.96 and kind's defaults

@@ -1,16 +1,16 @@
 """A real Kubernetes cluster of three nodes on this machine, assembled from the package registries.
 
-    python tests/e2e/cluster/node up       bring it up (idempotent: what already runs is kept)
-    python tests/e2e/cluster/node build     build (or check) its binaries; `up` does it too
-    python tests/e2e/cluster/node status   what runs, node and DNS health
-    python tests/e2e/cluster/node down     stop everything, remove pods and cluster state; keep
-                                           the built binaries and the images imported into containerd
-    python tests/e2e/cluster/node down --purge   also forget the images (containerd's store)
-    python tests/e2e/cluster/node env      print `export KUBECONFIG=...`
-    python tests/e2e/cluster/node restart kube-apiserver|kubelet [--down SECONDS]
-                                           a fault: stop it, wait, start it again (pods keep running)
-    python tests/e2e/cluster/node kill|partition|heal|start N
-                                           node N (2, 3) loses power, is cut off, rejoins, reboots
+    python hack/node up            bring it up (idempotent: what already runs is kept)
+    python hack/node build         build (or check) its binaries; `up` does it too
+    python hack/node status        what runs, node and DNS health
+    python hack/node down          stop everything, remove pods and cluster state; keep
+                                   the built binaries and the images imported into containerd
+    python hack/node down --purge  also forget the images (containerd's store)
+    python hack/node env           print `export KUBECONFIG=...`
+    python hack/node restart kube-apiserver|kubelet [--down SECONDS]
+                                   a fault: stop it, wait, start it again (pods keep running)
+    python hack/node kill|partition|heal|start N
+                                   node N (2, 3) loses power, is cut off, rejoins, reboots
 
 The first node is this host: the control plane and a node. The others (TF_CLUSTER_NODES,
 default 3 in all) are network namespaces with their own containerd, kubelet, kube-proxy and

@@ -1,4 +1,4 @@
-"""`python tests/e2e/cluster/node up|status|down|env` (the Makefile's NODE)."""
+"""`python hack/node up|status|down|env` (the Makefile's NODE)."""
 
 import sys
 from pathlib import Path

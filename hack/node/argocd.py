@@ -63,7 +63,7 @@ spec:
 
 def up_argocd() -> None:
     if not (ARGOCD_DIR / "argocd").exists():
-        raise NodeError(f"Argo CD is not built in {ARGOCD_DIR}: run tests/e2e/cluster/build.sh argocd")
+        raise NodeError(f"Argo CD is not built in {ARGOCD_DIR}: run hack/node/build.sh argocd")
     for name in ("argocd-application-controller", "argocd-repo-server"):
         link = ARGOCD_DIR / name
         if not link.exists():

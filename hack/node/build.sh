@@ -3,7 +3,7 @@
 # proxy) and CoreDNS (its Go module), and install etcd/containerd/runc/CNI from
 # Debian. Nothing is downloaded from outside the package registries.
 # Cached outside the repo: a second run only checks that the binaries are there.
-#   tests/e2e/cluster/build.sh [component ...]    (default: all)
+#   hack/node/build.sh [component ...]    (default: all)
 #   components: kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy (kubeadm kubectl: the kind node image) coredns
 #               local-path-provisioner pause etcd debs (etcd, containerd, runc, CNI, iptables, conntrack)
 #               argocd (Argo CD: one binary with the two components the node runs + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)

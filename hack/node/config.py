@@ -6,9 +6,9 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent  # tests/e2e/cluster/node
-ROOT = HERE.parents[3]
-BUILD_SH = HERE.parent / "build.sh"
+HERE = Path(__file__).resolve().parent  # hack/node
+ROOT = HERE.parents[1]
+BUILD_SH = HERE / "build.sh"
 # The node runs the newest Kubernetes the chart supports (its gang API: scheduling.k8s.io/v1beta1);
 # the kube-apiserver suite (tests/e2e/test_apiserver.py) the oldest (Makefile K8S_API_VERSION).
 K8S_VERSION = os.environ.get("NODE_K8S_VERSION", "1.37.2")

@@ -104,7 +104,7 @@ def bpf_root(node: Node) -> Path:
 def up_policy_engine(node: Node = HOST_NODE) -> None:
     for exe in ("cilium-agent", "cilium-cni"):
         if not (CILIUM_DIR / exe).exists():
-            raise NodeError(f"{CILIUM_DIR / exe} is missing: `bash tests/e2e/cluster/build.sh cilium` builds it")
+            raise NodeError(f"{CILIUM_DIR / exe} is missing: `bash hack/node/build.sh cilium` builds it")
     llvm = STATE / "cilium-llvm"  # clang/llc as the agent calls them: Debian's clang-19
     llvm.mkdir(parents=True, exist_ok=True)
     for name, versioned in LLVM.items():

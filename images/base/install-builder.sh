@@ -12,7 +12,7 @@ if [ "$(id -u)" != 0 ]; then
   echo "[image] no image builder: install podman and buildah (sudo apt-get install ${pkgs[*]}) or docker" >&2; exit 1
 fi
 echo "[image] installing from Debian: ${pkgs[*]} uidmap fuse-overlayfs"
-# one apt at a time (make check runs builds side by side; tests/e2e/cluster/build.sh takes the same lock)
+# one apt at a time (make check runs builds side by side; hack/node/build.sh takes the same lock)
 exec 9>/run/lock/tf-cluster-apt.lock; flock 9
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" uidmap fuse-overlayfs >/dev/null 2>&1 \
   || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${pkgs[@]}" uidmap fuse-overlayfs >/dev/null; }

@@ -7,7 +7,7 @@ stopping role read the leading Job and nothing else, and the launcher's
 Kubernetes-API path stops a task when that Job completes or fails. Running pods
 are the cluster e2e's job (issue 5).
 
-Binaries: tests/e2e/apiserver/build.sh (make e2e-api runs it).
+Binaries: hack/apiserver/build.sh (make e2e-api runs it).
 """
 
 from __future__ import annotations

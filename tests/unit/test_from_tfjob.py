@@ -300,11 +300,11 @@ CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-clu
 REGISTRY_BIN = (
     Path(os.environ.get("REGISTRY_DIR") or CACHE / f"registry-{os.environ.get('REGISTRY_VERSION', '3.1.2')}")
     / "registry"
-)  # the CNCF distribution registry the node harness builds (tests/e2e/cluster/node/argocd.py)
+)  # the CNCF distribution registry the node harness builds (hack/node/argocd.py)
 needs_podman = pytest.mark.skipif(not shutil.which("podman"), reason="podman is not installed: no local image store")
 needs_registry = pytest.mark.skipif(
     not REGISTRY_BIN.is_file(),
-    reason=f"no registry binary at {REGISTRY_BIN} (tests/e2e/cluster/build.sh builds CNCF distribution there)",
+    reason=f"no registry binary at {REGISTRY_BIN} (hack/node/build.sh builds CNCF distribution there)",
 )
 
 

@@ -1,5 +1,5 @@
 """The cluster e2e suite runs against a real cluster: the one node `make e2e` brings
-up here (tests/e2e/cluster/node/), or any cluster whose nodes have the trainer
+up here (the harness in hack/node/), or any cluster whose nodes have the trainer
 image, named by TF_CLUSTER_E2E_KUBECONFIG. pytest-helm-charts gives the cluster
 and namespace fixtures; our own waiters read Job conditions by type."""
 
@@ -16,7 +16,7 @@ import pytest
 
 from tf_cluster import kube
 
-sys.path.insert(0, str(Path(__file__).parent))  # the node harness, tests/e2e/cluster/node
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "hack"))  # the node harness, hack/node
 from node import config as node_config  # noqa: E402
 from node import policy  # noqa: E402
 

@@ -18,7 +18,7 @@ import time
 
 import pytest
 import yaml
-from node.argocd import GIT_ROOT, GIT_URL, REGISTRY  # tests/e2e/cluster/node (the e2e harness)
+from node.argocd import GIT_ROOT, GIT_URL, REGISTRY  # hack/node (the e2e harness)
 from node.argocd import NAMESPACE as ARGO_NS
 from node.proc import pid_of
 from test_cluster import EX, JOB_NAME, KUBECONFIG, SMALL, say

@@ -40,7 +40,7 @@ from test_cluster import (
 
 from tf_cluster import kube, progress
 
-NODE_PKG = Path(__file__).with_name("node")
+NODE_PKG = Path(__file__).resolve().parents[3] / "hack" / "node"  # the node harness
 sys.path.insert(0, str(NODE_PKG.parent))
 from node import config as node_config  # noqa: E402
 from node import proc as node_proc  # noqa: E402

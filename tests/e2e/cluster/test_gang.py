@@ -1,5 +1,5 @@
 """All or nothing on the real node (Kubernetes 1.37, scheduling.k8s.io/v1beta1 served, the
-GenericWorkload gate on: tests/e2e/cluster/node/control_plane.py): a release that does not fit
+GenericWorkload gate on: hack/node/control_plane.py): a release that does not fit
 starts no pod at all, says why, and starts whole when room appears; two releases that do not fit
 together run one after the other. The node has 2 CPUs: each scenario first measures what is free
 and sizes a blocker release to leave room for one gang pod but not for two."""

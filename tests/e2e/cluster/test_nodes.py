@@ -31,7 +31,7 @@ from test_faults import model_exported, node_fault, on_the_harness_node
 
 from tf_cluster import progress
 
-sys.path.insert(0, str(Path(__file__).with_name("node").parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "hack"))  # the node harness, hack/node
 from node import config as node_config  # noqa: E402
 
 pytestmark = pytest.mark.skipif(

@@ -49,8 +49,7 @@ for p in filter(str.isdigit, os.listdir("/proc")):
 
 pytestmark = pytest.mark.skipif(
     not (CHROMIUM and CHROMEDRIVER),
-    reason="needs Debian's chromium and chromium-driver (`tests/e2e/cluster/build.sh browser` installs them; "
-    "`make e2e` does)",
+    reason="needs Debian's chromium and chromium-driver (`hack/node/build.sh browser` installs them; `make e2e` does)",
 )
 
 

@@ -8,7 +8,7 @@ import os
 import re
 
 import pytest
-from node.argocd import REGISTRY  # tests/e2e/cluster/node (the e2e harness)
+from node.argocd import REGISTRY  # hack/node (the e2e harness)
 from test_cluster import EX, SMALL, helm_in, pods_of, say
 
 from tf_cluster import CHART, helm, kube, release

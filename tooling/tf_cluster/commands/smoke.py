@@ -69,7 +69,7 @@ def add_parser(sub) -> None:
         "--kind-node-image",
         default=os.environ.get("TF_CLUSTER_KIND_NODE_IMAGE"),
         help="[--kind] node image of a cluster it creates (kind's --image; default kind's own, or "
-        "$TF_CLUSTER_KIND_NODE_IMAGE; without a registry: tests/e2e/kind/build-node-image.sh makes one)",
+        "$TF_CLUSTER_KIND_NODE_IMAGE; without a registry: hack/kind/build-node-image.sh makes one)",
     )
     p.add_argument("--kind-config", type=Path, help="[--kind] kind cluster config of a cluster it creates (--config)")
     p.set_defaults(func=run)
