@@ -284,7 +284,7 @@ def install_go_tool(name: str, module: str) -> None:
 # Modules whose go.mod has `replace` directives: `go install module@version` refuses them, so
 # the module is downloaded, copied and built inside the copy (what `make build` does upstream).
 GO_MODULE_BUILDS = {  # name -> (module, version, package, ldflags)
-    # YAML assertions on the rendered chart (tests/chart-unittest/*_test.yaml); links Helm v3's engine
+    # YAML assertions on the rendered chart (charts/tf-cluster/tests/*_test.yaml); links Helm v3's engine
     "helm-unittest": (
         "github.com/helm-unittest/helm-unittest",
         "v1.1.2",

@@ -118,14 +118,14 @@ def test_every_checkov_exclusion_still_excludes_a_finding(rendered_examples):
 
 # ----------------------------------------------------------------- helm-unittest
 
-UNITTEST_SUITES = ROOT / "tests" / "chart-unittest"
+UNITTEST_SUITES = CHART / "tests"
 
 
 def helm_unittest(root=ROOT) -> subprocess.CompletedProcess:
-    """helm-unittest on `root`'s chart with the suites tests/chart-unittest/*_test.yaml (kept
-    outside the chart: not packaged, and a new assertion needs no chart version bump)."""
+    """helm-unittest on `root`'s chart with its suites, charts/tf-cluster/tests/*_test.yaml (inside
+    the chart, helm-unittest's place; the chart's .helmignore keeps them out of the package)."""
     assert (TOOLS_BIN / "helm-unittest").exists(), "make setup builds helm-unittest"
-    suites = "../../tests/chart-unittest/*_test.yaml"  # relative to the chart
+    suites = "tests/*_test.yaml"  # relative to the chart
     argv = [str(TOOLS_BIN / "helm-unittest"), "--color=false", "-f", suites, str(CHART.relative_to(ROOT))]
     return subprocess.run(argv, capture_output=True, text=True, cwd=root)
 
@@ -142,8 +142,7 @@ def test_helm_unittest_suites_pass():
 def test_helm_unittest_catches_an_unbounded_emptydir(tmp_path):
     """The suites bite: a chart whose /tmp lost its sizeLimit fails them."""
     shutil.copytree(CHART, tmp_path / CHART.relative_to(ROOT))
-    for name in ("tests", "values-examples"):
-        (tmp_path / name).symlink_to(ROOT / name)
+    (tmp_path / "values-examples").symlink_to(ROOT / "values-examples")  # labels_test.yaml reads one
     storage = tmp_path / CHART.relative_to(ROOT) / "templates" / "_storage.tpl"
     text = storage.read_text()
     assert "with .Values.storage.tmp.sizeLimit }}" in text
