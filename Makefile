@@ -37,7 +37,7 @@ test: setup lint e2e-bins  ## lint, then the whole suite: chart (Helm 4 and 3), 
 lint: setup  ## ruff (lint + format check) and mypy, configured in pyproject.toml
 	$(TIME) lint -- bash -c '$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy'
 
-golden: setup  ## re-render tests/golden/renders (every example, tests/golden/cases, defaults); review with git diff
+golden: setup  ## re-render tests/golden (every example, tests/golden/cases, defaults): whole renders + per-template snapshots
 	$(PY) tests/golden/update.py
 
 check:  ## what CI runs: `make test`, then the real-node scenarios (`make e2e`), without the extended ones; the node's builds run beside `make test`; ends with a timing table

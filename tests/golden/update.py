@@ -1,9 +1,16 @@
-"""Re-render the golden files: `make golden`, then review `git diff tests/golden/renders`.
+"""Re-render the golden files: `make golden`, then review `git diff tests/golden`.
 
-Each case is a values example, a file of tests/golden/cases, or the chart's defaults,
-rendered by Helm 4 as release `tf` in namespace `default`. tests/unit/test_golden.py
-checks that Helm 4 and Helm 3 both still render exactly these bytes, so a refactor
-shows its effect here and a change to what is rendered is reviewed as a diff.
+Each case is a values example, a file of tests/golden/cases, or the chart's defaults, rendered by
+Helm 4 as release `tf` in namespace `default`, and kept one of two ways:
+- a few whole-release renders, renders/<case>.yaml (WHOLE: the defaults, an MWMS example, a
+  ParameterServer example with an evaluator, the case with the most features on), to read a
+  release as Helm prints it;
+- every other case as per-template snapshots, templates/<case>/<template>.yaml: the documents one
+  template renders (Helm's `# Source: tf-cluster/templates/<template>` headers split the render),
+  so a change to one template changes only its own snapshot files.
+
+tests/unit/test_golden.py checks that Helm 4 and Helm 3 both still render exactly these bytes, so
+a refactor shows its effect here and a change to what is rendered is reviewed as a diff.
 """
 
 from __future__ import annotations
@@ -15,7 +22,11 @@ from pathlib import Path
 from tf_cluster import ROOT, helm
 
 GOLDEN = ROOT / "tests" / "golden"
-RENDERS = GOLDEN / "renders"
+RENDERS = GOLDEN / "renders"  # whole-release renders: <case>.yaml
+TEMPLATES = GOLDEN / "templates"  # per-template snapshots: <case>/<template path under templates/>
+WHOLE = ("defaults", "mwms-cpu", "parameter-server-evaluator", "everything")
+# Helm starts every document it prints with these two lines, naming the template it came from
+SOURCE = re.compile(r"^---\n# Source: [^/\n]+/templates/(.+)\n", re.MULTILINE)
 
 
 def cases() -> dict[str, list[Path]]:
@@ -34,18 +45,55 @@ def render(files: list[Path], major: str = "4") -> str:
     return re.sub(r"\n\s*\n---\n", "\n---\n", text).rstrip() + "\n"
 
 
+def split(text: str) -> dict[str, str]:
+    """A render's documents by the template that rendered them: {"worker-job.yaml": "---\\n# Source:
+    ...", ...}, each template's documents in render order, headers kept. Every byte of the render
+    is in exactly one of them."""
+    heads = list(SOURCE.finditer(text))
+    if not heads or heads[0].start() != 0:
+        raise ValueError("a render starts with Helm's `---` and `# Source: <chart>/templates/...` lines")
+    out: dict[str, str] = {}
+    for head, after in zip(heads, [*heads[1:], None], strict=True):
+        end = after.start() if after else len(text)
+        out[head.group(1)] = out.get(head.group(1), "") + text[head.start() : end]
+    return out
+
+
+def goldens(name: str, text: str) -> dict[Path, str]:
+    """The golden files of case `name` for its render `text`: path -> content."""
+    if name in WHOLE:
+        return {RENDERS / f"{name}.yaml": text}
+    return {TEMPLATES / name / template: body for template, body in split(text).items()}
+
+
+def on_disk(name: str | None = None) -> dict[Path, str]:
+    """The golden files there are, all or case `name`'s: path -> content."""
+    if name is None:
+        paths = [*RENDERS.glob("*.yaml"), *TEMPLATES.rglob("*.yaml")]
+    else:
+        paths = [RENDERS / f"{name}.yaml", *(TEMPLATES / name).rglob("*.yaml")]
+    return {p: p.read_text() for p in sorted(paths) if p.is_file()}
+
+
 def main() -> int:
-    RENDERS.mkdir(parents=True, exist_ok=True)
-    known = cases()
-    for stale in set(p.stem for p in RENDERS.glob("*.yaml")) - set(known):
-        (RENDERS / f"{stale}.yaml").unlink()
-        print(f"removed {stale}.yaml")
-    for name, files in known.items():
-        target = RENDERS / f"{name}.yaml"
-        text = render(files)
-        changed = not target.exists() or target.read_text() != text
-        target.write_text(text)
-        print(f"{'updated' if changed else 'same   '} {target.relative_to(ROOT)}")
+    want: dict[Path, str] = {}
+    for name, files in cases().items():
+        want.update(goldens(name, render(files)))
+    have = on_disk()
+    for stale in sorted(set(have) - set(want)):
+        stale.unlink()
+        print(f"removed {stale.relative_to(ROOT)}")
+    for d in sorted((p for p in TEMPLATES.rglob("*") if p.is_dir()), reverse=True):
+        if not any(d.iterdir()):
+            d.rmdir()
+    changed = 0
+    for path, text in sorted(want.items()):
+        if have.get(path) != text:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            changed += 1
+            print(f"updated {path.relative_to(ROOT)}")
+    print(f"{len(want)} golden files, {changed} updated; review with `git diff {GOLDEN.relative_to(ROOT)}`")
     return 0
 
 
