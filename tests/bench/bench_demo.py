@@ -19,8 +19,8 @@ from pathlib import Path
 from benchlib import PROGRAM, marks, median, save, say, table
 
 from tf_cluster import ROOT, helm, manifests
-from tf_cluster.commands.render import script_values
 from tf_cluster.local import LocalCluster
+from tf_cluster.values import script_values
 
 TF_CLUSTER = str(ROOT / ".venv" / "bin" / "tf-cluster")
 MODES = ("run-local (isolated, the demo)", "run-local --no-isolation", "by hand (same processes)")

@@ -18,7 +18,7 @@ from pathlib import Path
 from benchlib import save, say, table
 
 from tf_cluster import images
-from tf_cluster.commands.build import build_argv, default_ca_bundle, detect_builder, podman_flags
+from tf_cluster.imagebuild import build_argv, default_ca_bundle, detect_builder, podman_flags
 
 PLAIN = {  # tag: what a user would write without tf-cluster
     "tensorflow": "tensorflow=={v}",

@@ -30,7 +30,7 @@ from benchlib import PROGRAM, marks, median, save, say, table
 from kubernetes import client
 
 from tf_cluster import ROOT, helm, kube, manifests
-from tf_cluster.commands.render import script_values
+from tf_cluster.values import script_values
 
 NS = "tf-cluster-bench"
 RELEASE = "bench"

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from tf_cluster import images, progress
-from tf_cluster.commands.build import podman_flags
+from tf_cluster.imagebuild import podman_flags
 
 IMAGE = f"{images.DEFAULT_REPOSITORY}:{images.TF_VERSION}-cpu"
 

@@ -7,7 +7,7 @@ import pytest
 
 from tf_cluster import helm, manifests, progress
 from tf_cluster.cli import main
-from tf_cluster.commands.render import script_values
+from tf_cluster.values import script_values
 
 
 def test_script_lands_in_code_files_and_every_role_runs_it_with_its_args(tmp_path, capsys, helm_major):

@@ -3,6 +3,7 @@ and both behaving as their callers rely on."""
 
 from __future__ import annotations
 
+import ast
 import re
 import tarfile
 
@@ -149,3 +150,58 @@ def test_every_test_module_has_its_own_basename():
 
     names = Counter(p.name for p in (ROOT / "tests").rglob("test_*.py"))
     assert [n for n, c in names.items() if c > 1] == []
+
+
+COMMANDS = ROOT / "tooling" / "tf_cluster" / "commands"
+
+
+def command_imports(source: str, commands: set[str]) -> list[str]:
+    """The imports in a command module's source that reach another command module (`from .render
+    import x`, `from . import build`, `from ..commands.smoke import y`, `import tf_cluster.commands.z`,
+    at any depth, inside functions too), as `line N: <import>`."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            parts = node.module.split(".") if node.module else []
+            # the module path from commands/ on: `from .x`, `from ..commands.x`, `from tf_cluster.commands.x`
+            prefix = {1: [], 2: ["commands"], 0: ["tf_cluster", "commands"]}.get(node.level)
+            if prefix is None or parts[: len(prefix)] != prefix:
+                continue
+            rest = parts[len(prefix) :]
+            targets = rest[:1] if rest else [a.name for a in node.names]
+        elif isinstance(node, ast.Import):
+            targets = [a.name.split(".")[2] for a in node.names if a.name.startswith("tf_cluster.commands.")]
+        else:
+            continue
+        if any(t in commands for t in targets):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_commands_only_call_down():
+    """A command imports the modules below it (tf_cluster.values, .imagebuild, .helm, ...), never
+    another command: what several commands share lives a floor down."""
+    commands = {p.stem for p in COMMANDS.glob("*.py") if p.name != "__init__.py"}
+    assert {"render", "build", "smoke", "tune"} <= commands
+    offending = {
+        p.name: found
+        for p in sorted(COMMANDS.glob("*.py"))
+        if (found := command_imports(p.read_text(), commands - {p.stem}))
+    }
+    assert offending == {}, f"commands importing other commands (move what they share below commands/): {offending}"
+
+
+@pytest.mark.parametrize(
+    "source,found",
+    [
+        ("from .render import values_from\n", ["line 1: from .render import values_from"]),
+        ("def f():\n    from . import build\n", ["line 2: from . import build"]),
+        ("from ..commands.smoke import run\n", ["line 1: from ..commands.smoke import run"]),
+        ("from ..commands import tune\n", ["line 1: from ..commands import tune"]),
+        ("import tf_cluster.commands.build\n", ["line 1: import tf_cluster.commands.build"]),
+        ("from tf_cluster.commands.render import x\n", ["line 1: from tf_cluster.commands.render import x"]),
+        ("from . import Subparsers\nfrom ..values import values_from\nfrom .. import helm\n", []),
+    ],
+)
+def test_the_command_import_check_names_what_it_finds(source, found):
+    assert command_imports(source, {"render", "build", "smoke", "tune"}) == found

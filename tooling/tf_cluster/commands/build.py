@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import os
+import argparse
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from .. import images
-from ..errors import BuildError, ToolMissing, UsageError
-from ..streaming import run_streaming
+from ..errors import ToolMissing, UsageError
+from ..imagebuild import BUILDERS, build_argv, default_ca_bundle, detect_builder, image_size, stream
+from . import Subparsers
 
-BUILDERS = ("docker", "podman", "buildah")
 
-
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "build",
         help="build the training image (images/)",
@@ -63,75 +61,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def default_ca_bundle() -> Path | None:
-    for var in ("PIP_CERT", "REQUESTS_CA_BUNDLE"):
-        if os.environ.get(var) and Path(os.environ[var]).is_file():
-            return Path(os.environ[var])
-    return None
-
-
-def detect_builder() -> str:
-    for name in BUILDERS:
-        exe = shutil.which(name)
-        if not exe:
-            continue
-        if name == "docker":  # a docker client without a daemon is no builder
-            if subprocess.run([exe, "info"], capture_output=True).returncode != 0:
-                continue
-        return name
-    raise ToolMissing("no image builder works here: install docker (with its daemon), podman or buildah")
-
-
-def podman_flags() -> list[str]:
-    """crun fails on cgroup v1/hybrid hosts: use runc with the cgroupfs manager there."""
-    override = os.environ.get("TF_CLUSTER_PODMAN_FLAGS")
-    if override is not None:
-        return override.split()
-    if not Path("/sys/fs/cgroup/cgroup.controllers").exists():
-        return ["--runtime", "runc", "--cgroup-manager", "cgroupfs"]
-    return []
-
-
-def build_argv(builder: str, ctx: images.Context, ca_bundle: Path | None = None) -> list[str]:
-    tags = [ctx.image, ctx.pinned_image]
-    if builder == "buildah":
-        argv = ["buildah", "bud", "--layers"]
-    elif builder == "podman":
-        argv = ["podman", *podman_flags(), "build", "--layers", "--network", "host"]
-    else:
-        argv = ["docker", "build"]
-    for t in tags:
-        argv += ["-t", t]
-    if ca_bundle:
-        argv += ["--secret", f"id=pipca,src={ca_bundle}"]
-    return argv + ["-f", str(ctx.path / "Dockerfile"), str(ctx.path)]
-
-
-def stream(argv: list[str], what: str) -> None:
-    """Run a long command, printing its lines with elapsed time; raise BuildError with the tail."""
-    print(f"[build] {what}: {' '.join(argv)}", flush=True)
-
-    def shows(line: str) -> bool:
-        steps = ("STEP", "#", "Step", "COMMIT", "-->", "Successfully", "Writing")
-        return line.startswith(steps) or "error" in line.lower()
-
-    code, tail, seconds = run_streaming(argv, shows, lambda m: print(m, flush=True), "build")
-    if code != 0:
-        raise BuildError(f"{what} failed (exit {code}) after {seconds:.0f}s; last lines:\n  " + "\n  ".join(tail))
-
-
-def image_size(builder: str, image: str) -> str:
-    exe = "podman" if builder == "buildah" else builder
-    fmt = "{{.Size}}"
-    proc = subprocess.run(
-        [exe, *(podman_flags() if exe == "podman" else []), "image", "inspect", "--format", fmt, image],
-        capture_output=True,
-        text=True,
-    )
-    return f"{int(proc.stdout.strip()) / 1e9:.2f} GB" if proc.stdout.strip().isdigit() else "?"
-
-
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.requirements and not args.requirements.is_file():
         raise UsageError(f"--requirements {args.requirements}: no such file")
     ctx = images.assemble(

@@ -3,18 +3,21 @@ rendering the chart and comparing every task's TF_CONFIG with what the TFJob con
 
 from __future__ import annotations
 
+import argparse
 import shlex
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from .. import helm, imageconfig, tfjob
 from ..errors import RenderError, UsageError
+from . import Subparsers
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "from-tfjob",
         help="convert Kubeflow TFJob manifests to values files",
@@ -71,7 +74,7 @@ def read(path: str) -> tuple[str, str]:
     return p.read_text(), path
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     found = [(job, src) for text, src in map(read, args.manifests) for job in tfjob.load(text, src)]
     if len(found) > 1 and (args.output is None or args.output.suffix in (".yaml", ".yml")):
         raise UsageError(f"{len(found)} TFJobs: give -o FOLDER to write one values file per TFJob")
@@ -102,7 +105,7 @@ def run(args) -> int:
 
 
 def image_configs(
-    manifest: dict, looked_up: dict[str, imageconfig.ImageConfig], insecure: list[str]
+    manifest: dict[str, Any], looked_up: dict[str, imageconfig.ImageConfig], insecure: list[str]
 ) -> dict[str, imageconfig.ImageConfig]:
     """ENTRYPOINT/CMD of each image whose container sets no command; refused, naming the flag, when any is
     not found."""

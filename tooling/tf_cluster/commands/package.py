@@ -3,6 +3,7 @@ to an OCI registry (see tf_cluster.release for the version policy and how the by
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import re
 import sys
@@ -10,9 +11,10 @@ from pathlib import Path
 
 from .. import ROOT, checkout, helm, release
 from ..errors import UsageError
+from . import Subparsers
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "package",
         help="the chart as a reproducible .tgz (optionally signed); checks the version policy first",
@@ -46,7 +48,7 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def run_package(args) -> int:
+def run_package(args: argparse.Namespace) -> int:
     checkout("package")
     print(f"[package] version policy: {release.check_version()}", flush=True)
     if args.keyring and not args.key:
@@ -67,7 +69,7 @@ def run_package(args) -> int:
     return 0
 
 
-def run_publish(args) -> int:
+def run_publish(args: argparse.Namespace) -> int:
     if not args.remote.startswith("oci://"):
         raise UsageError(f"{args.remote}: give an OCI reference, oci://<registry>/<path>")
     tgz = args.package or checkout("publish") / "build" / "package" / f"tf-cluster-{release.chart_version()}.tgz"
@@ -87,7 +89,7 @@ def run_publish(args) -> int:
     return 0
 
 
-def run_release(args) -> int:
+def run_release(args: argparse.Namespace) -> int:
     checkout("release")
     r = release.record_release(tag=not args.no_tag)
     print(f"[release] {r.version}: chart tree {r.tree}, package time {r.epoch}, recorded in charts/releases.yaml")

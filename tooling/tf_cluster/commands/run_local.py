@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import threading
@@ -9,10 +10,11 @@ from pathlib import Path
 
 from .. import manifests, progress, requirements, roles, work_dir
 from ..errors import RunError
-from ..local import LocalCluster, clean_workdir
+from ..local import LocalCluster, Task, clean_workdir
 from ..runner import RunReport
 from ..runner.local import LocalRunner
-from .render import add_render_args, render_docs
+from ..values import add_render_args, render_docs
+from . import Subparsers
 
 NOISE = (
     "cpu_feature_guard",
@@ -24,7 +26,7 @@ NOISE = (
 )
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "run-local", help="run the rendered cluster as local processes (real TensorFlow)", description=__doc__
     )
@@ -60,7 +62,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     if args.no_retry:  # per role, so it wins over any jobPolicies.<role>.backoffLimitPerIndex
         args.set = [*args.set, *(f"jobPolicies.{r}.backoffLimitPerIndex=0" for r in roles.NAMES)]
     _, docs = render_docs(args)
@@ -71,7 +73,7 @@ def run(args) -> int:
 
     print_lock = threading.Lock()
 
-    def on_line(task, line):
+    def on_line(task: Task, line: str) -> None:
         if args.quiet or any(n in line for n in NOISE):
             return
         msg = progress.parse(line)

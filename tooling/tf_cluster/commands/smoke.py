@@ -11,21 +11,24 @@ of what failed, `helm uninstall` (unless --keep).
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from .. import images, work_dir
+from .. import imagebuild, images, work_dir
 from ..errors import RunError, ToolMissing, UsageError
 from ..helm import Helm, Values
 from ..runner.cluster import ClusterRunner
-from .render import add_values_args, values_from
+from ..values import add_values_args, values_from
+from . import Subparsers
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "smoke",
         help="install a values file on a real cluster and wait for the run to finish",
@@ -76,14 +79,14 @@ def add_parser(sub) -> None:
 
 
 class Step:
-    def __init__(self):
+    def __init__(self) -> None:
         self.t0 = time.monotonic()
 
     def __call__(self, msg: str) -> None:
         print(f"[smoke {time.monotonic() - self.t0:6.1f}s] {msg}", flush=True)
 
 
-def sh(argv: list, say: Step, what: str, capture: bool = True) -> str:
+def sh(argv: Sequence[str | Path], say: Step, what: str, capture: bool = True) -> str:
     proc = subprocess.run([str(a) for a in argv], capture_output=capture, text=True)
     if proc.returncode != 0:
         raise RunError(f"{what} failed (exit {proc.returncode}): {(proc.stderr or proc.stdout or '').strip()[-2000:]}")
@@ -116,14 +119,12 @@ def kind_load(
 ) -> str:
     """Build the CPU image (unless given; with `requirements` baked in) and load it into the kind
     nodes; returns the image reference."""
-    from . import build
-
     if not image:
-        ca_bundle = build.default_ca_bundle()  # as `tf-cluster build`: pip trusts it through a build secret
+        ca_bundle = imagebuild.default_ca_bundle()  # as `tf-cluster build`: pip trusts it through a build secret
         ctx = images.assemble("cpu", base=base, extra_requirements=requirements, ca_secret=bool(ca_bundle))
-        builder = build.detect_builder()
+        builder = imagebuild.detect_builder()
         say(f"building {ctx.pinned_image} with {builder}")
-        build.stream(build.build_argv(builder, ctx, ca_bundle), f"{builder} build")
+        imagebuild.stream(imagebuild.build_argv(builder, ctx, ca_bundle), f"{builder} build")
         image = ctx.pinned_image
         if builder == "podman":  # podman names it localhost/<repo>: load that exact name
             image = f"localhost/{image}"
@@ -147,7 +148,7 @@ def kind_down(name: str, say: Step) -> None:
 
 
 # ------------------------------------------------------------------ the run
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     say = Step()
     for f in args.values:
         if not f.is_file():

@@ -8,16 +8,21 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .. import helm, kube, manifests, tune
 from ..errors import UsageError, require_extra
 from ..local import clean_workdir
 from ..runner.cluster import ClusterRunner
 from ..runner.local import LocalRunner
-from .render import add_values_args, values_from
+from ..values import add_values_args, values_from
+from . import Subparsers
+
+if TYPE_CHECKING:
+    import optuna
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
         "tune",
         help="hyperparameter study: trials are whole releases (Optuna)",
@@ -43,7 +48,7 @@ def add_parser(sub) -> None:
     show.set_defaults(func=run_show)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     require_extra("tune", "optuna", "matplotlib", feature="tf-cluster tune")
     space = tune.load_space(args.space)
     base = values_from(args)
@@ -71,7 +76,7 @@ def run(args) -> int:
     return 0
 
 
-def report(study, space, base, out: Path, say, major: str) -> None:
+def report(study: optuna.Study, space: tune.Space, base: helm.Values, out: Path, say: tune.Say, major: str) -> None:
     done = tune.counted(study)
     extra = len(study.user_attrs.get(tune.INTERRUPTED, []))
     say(
@@ -88,8 +93,8 @@ def report(study, space, base, out: Path, say, major: str) -> None:
         say(f"best: trial {best.number}, {space.metric} {best.value:g}: {tune.fmt_params(best.params)}")
 
 
-def local_backend(args, out: Path, tasks: int) -> tuple[tune.Backend, bool]:
-    def make(release: str, values: helm.Values, number: int):
+def local_backend(args: argparse.Namespace, out: Path, tasks: int) -> tuple[tune.Backend, bool]:
+    def make(release: str, values: helm.Values, number: int) -> LocalRunner:
         docs = helm.parse(helm.Helm(args.helm).template(release, values))
         pods = manifests.pods(docs, node_cpus=os.cpu_count() or 1)
         workdir = out / "trials" / str(number)
@@ -99,14 +104,14 @@ def local_backend(args, out: Path, tasks: int) -> tuple[tune.Backend, bool]:
     return tune.Backend(make, tasks, local=True, logs=tune.local_logs, helm_major=args.helm), False
 
 
-def cluster_backend(args, tasks: int) -> tuple[tune.Backend, bool]:
+def cluster_backend(args: argparse.Namespace, tasks: int) -> tuple[tune.Backend, bool]:
     h = helm.Helm(args.helm, kubeconfig=args.kubeconfig, namespace=args.namespace)
     api = kube.client_for(args.kubeconfig)
     if kube.namespace_phase(api, args.namespace) == "Terminating":
         raise UsageError(f"namespace {args.namespace} is still being deleted (an earlier study's); wait and retry")
     created = kube.ensure_namespace(api, args.namespace)  # before any trial: no trial owns (and deletes) it
 
-    def make(release: str, values: helm.Values, number: int):
+    def make(release: str, values: helm.Values, number: int) -> ClusterRunner:
         # a trial waiting for room (parallel trials beyond what the cluster holds) is not stuck
         return ClusterRunner(h, release, values, keep=args.keep, say=lambda _s: None, stuck_grace=600)
 
@@ -118,7 +123,7 @@ def cluster_backend(args, tasks: int) -> tuple[tune.Backend, bool]:
     return tune.Backend(make, tasks, local=False, cleanup=cleanup, helm_major=args.helm), created
 
 
-def run_show(args) -> int:
+def run_show(args: argparse.Namespace) -> int:
     require_extra("tune", "optuna", "matplotlib", feature="tf-cluster tune show")
     import optuna
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
+
 from .. import validate
 from ..errors import ValidationError
-from .render import add_render_args, render_docs
+from ..values import add_render_args, render_docs
+from . import Subparsers
 
 
-def add_parser(sub) -> None:
+def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser("validate", help="render and validate against Kubernetes schemas (offline)")
     add_render_args(p)
     p.add_argument(
@@ -20,7 +23,7 @@ def add_parser(sub) -> None:
     p.set_defaults(func=run)
 
 
-def run(args) -> int:
+def run(args: argparse.Namespace) -> int:
     _, docs = render_docs(args)
     versions = args.kube_versions or validate.DEFAULT_VERSIONS
     problems = validate.validate_docs(docs, versions)
