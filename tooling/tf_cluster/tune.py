@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import yaml
 
 from . import helm, roles
@@ -246,7 +246,7 @@ def open_study(space: Space, url: str, *, resume: bool, say: Say):
     study = optuna.create_study(
         study_name=space.study,
         storage=url,
-        direction=space.goal,  # type: ignore[arg-type]  # checked by the schema
+        direction=space.goal,  # "minimize" or "maximize": checked by the schema
         sampler=sampler(space),
         pruner=pruner(space),
         load_if_exists=resume,

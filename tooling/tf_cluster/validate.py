@@ -19,7 +19,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import jsonschema  # type: ignore[import-untyped]
+import jsonschema
 import kubernetes_validate
 import yaml
 
