@@ -145,7 +145,7 @@ def partition(node: Node, cut: bool) -> None:
     say(f"node {node.name} {'cut off' if cut else 'joined back'}")
 
 
-def down_extra_nodes(purge: bool) -> None:
+def down_extra_nodes(purge: bool) -> None:  # noqa: C901
     from .policy import bpf_root
 
     for node in EXTRA_NODES:

@@ -92,7 +92,7 @@ def writable(path: str) -> bool:
     return any(path == w or path.startswith(w + "/") for w in WRITABLE_HOST)
 
 
-def build_root(spec: dict) -> None:
+def build_root(spec: dict) -> None:  # noqa: C901
     """The pod's filesystem view under spec['root'] (a tmpfs): host folders bound read-only,
     the pod's mounts bound at their paths, mount points made inside the tmpfs only."""
     root = spec["root"]

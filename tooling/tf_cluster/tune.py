@@ -115,56 +115,22 @@ class Space:
 
 def load_space(path: Path) -> Space:
     """The space file, checked: every problem names its field and says what to do."""
-    if not path.is_file():
-        raise SpaceError(f"--space {path}: no such file")
-    try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise SpaceError(f"{path}: not readable YAML ({e})") from None
-    try:
-        jsonschema.validate(doc, SCHEMA)
-    except jsonschema.ValidationError as e:
-        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path).lstrip(".")
-        raise SpaceError(f"{path}: {where or '(top level)'}: {e.message}") from None
-    params = []
+    doc = read_space_doc(path)
+    params: list[Param] = []
     seen: set[str] = set()
     for i, p in enumerate(doc["parameters"]):
         where = f"{path}: parameters[{i}] ({p['name']})"
         if p["name"] in seen:
             raise SpaceError(f"{where}: a second parameter with this name; names must be unique")
         seen.add(p["name"])
-        kind = p["type"]
-        if kind in ("double", "int"):
-            if "min" not in p or "max" not in p:
-                raise SpaceError(f"{where}: type {kind} needs min and max")
-            if p["min"] >= p["max"]:
-                raise SpaceError(f"{where}: min {p['min']} is not below max {p['max']}; swap them")
-            if p.get("scale") == "log" and p["min"] <= 0:
-                raise SpaceError(f"{where}: scale log needs min > 0 (got {p['min']}); use scale linear or a min > 0")
-            if kind == "int" and not (float(p["min"]).is_integer() and float(p["max"]).is_integer()):
-                raise SpaceError(f"{where}: type int needs whole min and max")
-            if "values" in p:
-                raise SpaceError(f"{where}: values is for categorical/discrete; {kind} takes min and max")
-            params.append(Param(p["name"], kind, float(p["min"]), float(p["max"]), p.get("scale") == "log"))
-        else:
-            values = p.get("values") or []
-            if not values:
-                raise SpaceError(f"{where}: type {kind} needs a non-empty values list")
-            if kind == "discrete" and not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-                raise SpaceError(f"{where}: discrete values must be numbers (use categorical for others)")
-            if len(set(map(json.dumps, values))) != len(values):
-                raise SpaceError(f"{where}: values has duplicates")
-            if "min" in p or "max" in p or "scale" in p:
-                raise SpaceError(f"{where}: min/max/scale are for double and int; {kind} takes values")
-            params.append(Param(p["name"], kind, choices=tuple(values), values_path=""))
-        if p.get("valuesPath"):
-            params[-1] = Param(**{**params[-1].__dict__, "values_path": p["valuesPath"]})
+        param = range_param(p, where) if p["type"] in ("double", "int") else choice_param(p, where)
+        params.append(replace(param, values_path=p["valuesPath"]) if p.get("valuesPath") else param)
     algorithm = doc.get("algorithm", "tpe")
     if algorithm == "grid":
-        for i, p in enumerate(params):
-            if p.type == "double":
+        for i, param in enumerate(params):
+            if param.type == "double":
                 raise SpaceError(
-                    f"{path}: parameters[{i}] ({p.name}): grid search needs finite values; "
+                    f"{path}: parameters[{i}] ({param.name}): grid search needs finite values; "
                     "use type discrete with values, or another algorithm"
                 )
     return Space(
@@ -180,6 +146,53 @@ def load_space(path: Path) -> Space:
         seed=doc.get("seed"),
         trial_timeout=float(doc.get("trialTimeoutSeconds", 1800)),
     )
+
+
+def read_space_doc(path: Path) -> dict[str, Any]:
+    """The space file's YAML, valid against SCHEMA (the message names the field that is not)."""
+    if not path.is_file():
+        raise SpaceError(f"--space {path}: no such file")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as e:
+        raise SpaceError(f"{path}: not readable YAML ({e})") from None
+    try:
+        jsonschema.validate(doc, SCHEMA)
+    except jsonschema.ValidationError as e:
+        where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path).lstrip(".")
+        raise SpaceError(f"{path}: {where or '(top level)'}: {e.message}") from None
+    return doc  # an object: SCHEMA says so
+
+
+def range_param(p: dict[str, Any], where: str) -> Param:
+    """A double or int parameter: min below max, whole for int, positive for a log scale."""
+    kind = p["type"]
+    if "min" not in p or "max" not in p:
+        raise SpaceError(f"{where}: type {kind} needs min and max")
+    if p["min"] >= p["max"]:
+        raise SpaceError(f"{where}: min {p['min']} is not below max {p['max']}; swap them")
+    if p.get("scale") == "log" and p["min"] <= 0:
+        raise SpaceError(f"{where}: scale log needs min > 0 (got {p['min']}); use scale linear or a min > 0")
+    if kind == "int" and not (float(p["min"]).is_integer() and float(p["max"]).is_integer()):
+        raise SpaceError(f"{where}: type int needs whole min and max")
+    if "values" in p:
+        raise SpaceError(f"{where}: values is for categorical/discrete; {kind} takes min and max")
+    return Param(p["name"], kind, float(p["min"]), float(p["max"]), p.get("scale") == "log")
+
+
+def choice_param(p: dict[str, Any], where: str) -> Param:
+    """A categorical or discrete parameter: distinct values, numbers for discrete."""
+    kind = p["type"]
+    values = p.get("values") or []
+    if not values:
+        raise SpaceError(f"{where}: type {kind} needs a non-empty values list")
+    if kind == "discrete" and not all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+        raise SpaceError(f"{where}: discrete values must be numbers (use categorical for others)")
+    if len(set(map(json.dumps, values))) != len(values):
+        raise SpaceError(f"{where}: values has duplicates")
+    if "min" in p or "max" in p or "scale" in p:
+        raise SpaceError(f"{where}: min/max/scale are for double and int; {kind} takes values")
+    return Param(p["name"], kind, choices=tuple(values), values_path="")
 
 
 def slug(text: str) -> str:
@@ -412,12 +425,43 @@ def release_name(study: str, number: int) -> str:
 def run_study(space: Space, base: helm.Values, backend: Backend, study, *, say: Say, poll: float | None = None):
     """Run trials until maxTrials count, `parallel` at once; return the study. Looks at running
     trials every `poll` s (1 locally; 3 on a cluster, where a look reads pod logs)."""
-    from optuna.trial import TrialState
-
     poll = poll or (1.0 if backend.local else 3.0)
 
     user = helm.Helm(backend.helm_major).user_values(base)
     args_at = base_args(user)
+    space, parallel = fit_space(space, backend, say)
+    for number in study.user_attrs.get(INTERRUPTED, []):
+        backend.cleanup(release_name(space.study, number))
+    running: dict[int, TrialRun] = {}
+    shown = ""
+    try:
+        while True:
+            finished = len(counted(study))
+            if finished + len(running) < space.max_trials and len(running) < parallel:
+                start_trial(study, space, base, args_at, backend, say, running)
+                continue
+            if not running:
+                break
+            for number, run in list(running.items()):
+                if run.done:
+                    del running[number]
+                    finish(study, space, run, backend, say)
+                    continue
+                look_at(run, space, say)
+            table = live_table(study, space, running)
+            if table != shown:
+                say(table)
+                shown = table
+            time.sleep(poll)
+    except BaseException as e:  # Ctrl-C, or an error: no trial is left running, none is lost
+        stop_trials(study, space, running, backend, say, e)
+        raise
+    return study
+
+
+def fit_space(space: Space, backend: Backend, say: Say) -> tuple[Space, int]:
+    """The space and the trials run at once, cut to what there is: a grid's points (maxTrials), this
+    machine's cores (parallelTrials, local trials)."""
     parallel = space.parallel
     if space.algorithm == "grid":
         points = 1
@@ -434,80 +478,87 @@ def run_study(space: Space, base: helm.Values, backend: Backend, study, *, say: 
                 f"{backend.tasks_per_trial} task(s) per trial); running {room}"
             )
             parallel = room
-    for number in study.user_attrs.get(INTERRUPTED, []):
-        backend.cleanup(release_name(space.study, number))
-    running: dict[int, TrialRun] = {}
-    shown = ""
+    return space, parallel
+
+
+def start_trial(
+    study,
+    space: Space,
+    base: helm.Values,
+    args_at: dict[str, list[str]],
+    backend: Backend,
+    say: Say,
+    running: dict[int, TrialRun],
+) -> None:
+    """Ask the study for the next trial and start its release in a thread, counted in `running`
+    before it starts (a stop from here on finds it); a release the chart refuses fails the trial
+    and stops the study (the space needs fixing)."""
+    from optuna.trial import TrialState
+
+    trial = study.ask()
+    params = {p.name: p.suggest(trial) for p in space.params}
+    release = release_name(space.study, trial.number)
+    values = base.plus(trial_values(space, args_at, params, release))
     try:
-        while True:
-            finished = len(counted(study))
-            if finished + len(running) < space.max_trials and len(running) < parallel:
-                trial = study.ask()
-                params = {p.name: p.suggest(trial) for p in space.params}
-                release = release_name(space.study, trial.number)
-                values = base.plus(trial_values(space, args_at, params, release))
-                try:
-                    runner = backend.make(release, values, trial.number)
-                except TfClusterError as e:  # e.g. a valuesPath value the chart refuses
-                    trial.set_user_attr("reason", str(e)[:500])
-                    study.tell(trial, state=TrialState.FAIL)
-                    raise SpaceError(
-                        f"{space.path}: trial {trial.number} ({fmt_params(params)}) cannot start: {e}. "
-                        "The study is kept; fix the space and continue with --resume"
-                    ) from None
-                run = TrialRun(trial.number, trial, params, runner, space.trial_timeout)
-                running[trial.number] = run
-                say(f"trial {trial.number} started: {fmt_params(params)}")
-                run.go()
-                continue
-            if not running:
-                break
-            for number, run in list(running.items()):
-                if run.done:
-                    del running[number]
-                    finish(study, space, run, backend, say)
-                    continue
-                if run.cancel_reason:
-                    continue
-                try:
-                    run.last_report = run.runner.report()
-                except Exception:  # noqa: BLE001 - a report that failed now (API hiccup) is read next time
-                    continue
-                new = [(s, v) for s, v in sorted(metric_series(run.last_report, space.metric).items())]
-                new = [(s, v) for s, v in new if s > run.last_step]
-                for step, value in new:  # every step reported since the last look, so trials line up
-                    run.trial.report(value, step)
-                    run.last_step = step
-                if new and run.trial.should_prune():
-                    step, value = new[-1]
-                    run.cancel_reason = f"pruned by the tuner at step {step} ({space.metric} {value:g})"
-                    say(f"trial {number} pruned at step {step}: {space.metric} {value:g} trails the median")
-            table = live_table(study, space, running)
-            if table != shown:
-                say(table)
-                shown = table
-            time.sleep(poll)
-    except BaseException as e:  # Ctrl-C, or an error: no trial is left running, none is lost
-        for number, run in list(running.items()):
-            if run.done:  # finished before the stop: told as it ended
-                del running[number]
-                try:
-                    finish(study, space, run, backend, say)
-                except SpaceError:
-                    pass
-        why = "the tuner was interrupted" if isinstance(e, KeyboardInterrupt) else f"the tuner stopped: {e}"
-        for run in running.values():
-            run.cancel_reason = why
-        for run in running.values():
-            if run.thread:
-                run.thread.join()
-            study.tell(run.trial, state=TrialState.FAIL)
-            study.enqueue_trial(run.params, user_attrs={"rerun_of": run.number})
-            interrupted(study, run.number)
-        if running:
-            say(f"{why}: {len(running)} running trial(s) stopped and queued again; continue with --resume")
-        raise
-    return study
+        runner = backend.make(release, values, trial.number)
+    except TfClusterError as e:  # e.g. a valuesPath value the chart refuses
+        trial.set_user_attr("reason", str(e)[:500])
+        study.tell(trial, state=TrialState.FAIL)
+        raise SpaceError(
+            f"{space.path}: trial {trial.number} ({fmt_params(params)}) cannot start: {e}. "
+            "The study is kept; fix the space and continue with --resume"
+        ) from None
+    run = TrialRun(trial.number, trial, params, runner, space.trial_timeout)
+    running[trial.number] = run
+    say(f"trial {trial.number} started: {fmt_params(params)}")
+    run.go()
+
+
+def look_at(run: TrialRun, space: Space, say: Say) -> None:
+    """Read a running trial's report, tell the study every step reported since the last look (so
+    trials line up), and cancel the trial when the pruner says it trails."""
+    if run.cancel_reason:
+        return
+    try:
+        run.last_report = run.runner.report()
+    except Exception:  # noqa: BLE001 - a report that failed now (API hiccup) is read next time
+        return
+    new = [(s, v) for s, v in sorted(metric_series(run.last_report, space.metric).items())]
+    new = [(s, v) for s, v in new if s > run.last_step]
+    for step, value in new:  # every step reported since the last look, so trials line up
+        run.trial.report(value, step)
+        run.last_step = step
+    if new and run.trial.should_prune():
+        step, value = new[-1]
+        run.cancel_reason = f"pruned by the tuner at step {step} ({space.metric} {value:g})"
+        say(f"trial {run.number} pruned at step {step}: {space.metric} {value:g} trails the median")
+
+
+def stop_trials(
+    study, space: Space, running: dict[int, TrialRun], backend: Backend, say: Say, error: BaseException
+) -> None:
+    """The tuner stops (Ctrl-C, or an error): the trials that finished are told, the others
+    cancelled, failed and queued again for --resume: none is left running, none is lost."""
+    from optuna.trial import TrialState
+
+    for number, run in list(running.items()):
+        if run.done:  # finished before the stop: told as it ended
+            del running[number]
+            try:
+                finish(study, space, run, backend, say)
+            except SpaceError:
+                pass
+    why = "the tuner was interrupted" if isinstance(error, KeyboardInterrupt) else f"the tuner stopped: {error}"
+    for run in running.values():
+        run.cancel_reason = why
+    for run in running.values():
+        if run.thread:
+            run.thread.join()
+        study.tell(run.trial, state=TrialState.FAIL)
+        study.enqueue_trial(run.params, user_attrs={"rerun_of": run.number})
+        interrupted(study, run.number)
+    if running:
+        say(f"{why}: {len(running)} running trial(s) stopped and queued again; continue with --resume")
 
 
 def finish(study, space: Space, run: TrialRun, backend: Backend, say: Say) -> None:
