@@ -39,7 +39,7 @@ def test_the_progress_protocol_is_parsed_in_one_module_only():
     # test_script.py holds protocol lines as test data for progress.py itself
     assert (
         offenders(
-            r"TF_CLUSTER_(PROGRESS|RESULT|EVENT)", {"tooling/tf_cluster/progress.py", "tests/unit/test_script.py"}
+            r"TF_CLUSTER_(PROGRESS|RESULT|EVENT)", {"tooling/tf_cluster/progress.py", "tests/tooling/test_script.py"}
         )
         == []
     )
@@ -205,3 +205,22 @@ def test_commands_only_call_down():
 )
 def test_the_command_import_check_names_what_it_finds(source, found):
     assert command_imports(source, {"render", "build", "smoke", "tune"}) == found
+
+
+def test_the_typed_shapes_match_what_they_describe(helm_major):
+    """TypedDicts name the shapes modules hand each other: TF_CONFIG as rendered (manifests.TFConfig,
+    which tfjob.tfjob_tf_config returns too) and the space file as its schema allows (tune.SpaceDoc)."""
+    from tf_cluster import manifests, tune
+
+    text = helm.Helm(helm_major).template("tf", helm.Values(set=("roles.worker.replicas=2",)))
+    configs = [p.tf_config for p in manifests.pods(helm.parse(text))]
+    assert configs and all(c is not None for c in configs)
+    for cfg in configs:
+        assert set(cfg) <= set(manifests.TFConfig.__annotations__) and {"cluster", "task"} <= set(cfg)
+        assert set(cfg["task"]) == set(manifests.TFTask.__annotations__)
+    schema = tune.SCHEMA["properties"]
+    assert set(schema) == set(tune.SpaceDoc.__annotations__)
+    assert set(tune.SCHEMA["required"]) == tune.SpaceDoc.__required_keys__
+    assert set(schema["parameters"]["items"]["properties"]) == set(tune.ParamDoc.__annotations__)
+    assert set(schema["parameters"]["items"]["required"]) == tune.ParamDoc.__required_keys__
+    assert set(schema["metric"]["properties"]) == set(tune.MetricDoc.__annotations__)

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -135,7 +136,7 @@ class Helm:
             raise RenderError(clean_helm_error(proc.stderr), values_files=[str(f) for f in values.files])
         return proc.stdout
 
-    def user_values(self, values: Values) -> dict:
+    def user_values(self, values: Values) -> dict[str, Any]:
         """The values these flags give the chart, merged by Helm itself (files, then --set*),
         without the chart's defaults: rendered through a scratch chart that has none."""
         with tempfile.TemporaryDirectory() as tmp:
@@ -247,6 +248,6 @@ def clean_helm_error(stderr: str) -> str:
     return text
 
 
-def parse(manifest: str) -> list[dict]:
+def parse(manifest: str) -> list[dict[str, Any]]:
     """The rendered documents (empty ones dropped), in helm's order."""
     return [d for d in yaml.safe_load_all(manifest) if d]

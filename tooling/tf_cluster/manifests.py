@@ -13,10 +13,27 @@ import json
 import math
 import re
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from . import roles
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+
+
+class TFTask(TypedDict):
+    """TF_CONFIG's `task`: this process's role and index in the cluster."""
+
+    type: str
+    index: int
+
+
+class TFConfig(TypedDict, total=False):
+    """The TF_CONFIG environment variable TensorFlow reads, as the chart and the TFJob controller set it
+    (both always set `cluster` and `task`)."""
+
+    cluster: dict[str, list[str]]  # role -> every task's host:port, in index order
+    task: TFTask
+    environment: str  # the TFJob controller's "cloud"; the chart sets none
 
 
 def expand(text: str, env: dict[str, str]) -> str:
@@ -73,9 +90,12 @@ class Pod:
         return f"{self.role}-{self.index}"
 
     @property
-    def tf_config(self) -> dict | None:
+    def tf_config(self) -> TFConfig | None:
         raw = self.env.get("TF_CONFIG")
-        return json.loads(raw) if raw is not None else None
+        if raw is None:
+            return None
+        cfg: TFConfig = json.loads(raw)
+        return cfg
 
     @property
     def argv(self) -> list[str]:

@@ -28,6 +28,7 @@ import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import require_extra
 
@@ -39,7 +40,7 @@ METRICS = ("loss", "accuracy", "val_loss", "val_accuracy")
 @dataclass(frozen=True)
 class Message:
     kind: str  # PROGRESS | RESULT | EVENT | METRICS
-    data: dict
+    data: dict[str, Any]  # the JSON object after the marker
 
     def describe(self) -> str:
         """The message in words, as run-local prints it."""
@@ -207,13 +208,13 @@ def scan(text: str) -> list[Message]:
 class TaskProgress:
     """What one task has reported so far: its latest progress, its result, its events."""
 
-    progress: dict = field(default_factory=dict)
-    result: dict = field(default_factory=dict)
-    events: list[dict] = field(default_factory=list)
+    progress: dict[str, Any] = field(default_factory=dict)  # the latest PROGRESS: epoch, epochs, metrics
+    result: dict[str, Any] = field(default_factory=dict)  # the RESULT: metrics, model_dir, chief
+    events: list[dict[str, Any]] = field(default_factory=list)  # every EVENT: event, epoch, ...
     speaks_protocol: bool = False
-    files: dict = field(default_factory=dict)  # metrics read from files it wrote (hypertune, TensorBoard)
-    reports: dict = field(default_factory=dict)  # hypertune reports along the way: metric -> {step: value}
-    history: dict = field(default_factory=dict)  # progress along the way: metric -> {epoch: value}
+    files: dict[str, float] = field(default_factory=dict)  # metrics read from files it wrote (hypertune, TensorBoard)
+    reports: dict[str, dict[int, float]] = field(default_factory=dict)  # hypertune reports: metric -> {step: value}
+    history: dict[str, dict[int, float]] = field(default_factory=dict)  # progress: metric -> {epoch: value}
     _keras_epoch: tuple[int, int] | None = None
     _metrics_seen: int = 0
 
@@ -252,7 +253,7 @@ class TaskProgress:
             self.progress = {"epoch": self._keras_epoch[0], "epochs": self._keras_epoch[1], **metrics}
             self._remember(self.progress)
 
-    def _remember(self, progress: dict) -> None:
+    def _remember(self, progress: dict[str, Any]) -> None:
         if not isinstance(progress.get("epoch"), int | float):
             return
         for k, v in progress.items():

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import yaml
 
@@ -85,9 +86,9 @@ class Note:
 class Conversion:
     name: str
     namespace: str | None
-    values: dict
+    values: dict[str, Any]  # the chart values, as written to the values file
     notes: list[Note] = field(default_factory=list)
-    tfjob: dict = field(default_factory=dict, repr=False)  # as read, replica types camel-cased
+    tfjob: dict[str, Any] = field(default_factory=dict, repr=False)  # as read, replica types camel-cased
 
 
 # ------------------------------------------------------------------ reading
@@ -755,13 +756,13 @@ def is_distributed(counts: dict[str, int]) -> bool:
     return sum(counts.values()) != 1
 
 
-def tfjob_tf_config(tfjob: dict, rtype: str, index: int) -> dict | None:
+def tfjob_tf_config(tfjob: dict, rtype: str, index: int) -> manifests.TFConfig | None:
     """TF_CONFIG the TFJob controller gives task `rtype:index` (rtype as in the manifest)."""
     specs = (tfjob.get("spec") or {})["tfReplicaSpecs"]
     if not is_distributed({t: s.get("replicas", 1) for t, s in specs.items()}):
         return None
     meta = tfjob["metadata"]
-    cluster = {}
+    cluster: dict[str, list[str]] = {}
     for t, s in specs.items():  # genClusterSpec: every replica type, the evaluator too
         c = next(c for c in s["template"]["spec"]["containers"] if c["name"] == TFJOB_CONTAINER)
         port = next((p["containerPort"] for p in c.get("ports") or [] if p.get("name") == TFJOB_PORT_NAME), TFJOB_PORT)

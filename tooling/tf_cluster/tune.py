@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import jsonschema
 import yaml
@@ -69,6 +69,43 @@ SCHEMA = {
         "trialTimeoutSeconds": {"type": "integer", "minimum": 1},
     },
 }
+
+
+class MetricDoc(TypedDict):
+    name: str
+    goal: str  # maximize | minimize
+
+
+class _ParamDoc(TypedDict):
+    name: str
+    type: str  # double | int | categorical | discrete
+
+
+class ParamDoc(_ParamDoc, total=False):
+    """One entry of a space file's `parameters`, as SCHEMA lets it be."""
+
+    min: float
+    max: float
+    scale: str  # linear | log
+    values: list[Any]
+    valuesPath: str
+
+
+class _SpaceDoc(TypedDict):
+    metric: MetricDoc
+    parameters: list[ParamDoc]
+    maxTrials: int
+
+
+class SpaceDoc(_SpaceDoc, total=False):
+    """A space file (docs/user-guide/tuning.md) as SCHEMA lets it be."""
+
+    study: str
+    parallelTrials: int
+    algorithm: str  # tpe | random | grid | cmaes
+    pruner: str  # median | none
+    seed: int
+    trialTimeoutSeconds: int
 
 
 class SpaceError(UsageError):
@@ -148,12 +185,12 @@ def load_space(path: Path) -> Space:
     )
 
 
-def read_space_doc(path: Path) -> dict[str, Any]:
+def read_space_doc(path: Path) -> SpaceDoc:
     """The space file's YAML, valid against SCHEMA (the message names the field that is not)."""
     if not path.is_file():
         raise SpaceError(f"--space {path}: no such file")
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc: SpaceDoc = yaml.safe_load(path.read_text())
     except yaml.YAMLError as e:
         raise SpaceError(f"{path}: not readable YAML ({e})") from None
     try:
@@ -161,10 +198,10 @@ def read_space_doc(path: Path) -> dict[str, Any]:
     except jsonschema.ValidationError as e:
         where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in e.absolute_path).lstrip(".")
         raise SpaceError(f"{path}: {where or '(top level)'}: {e.message}") from None
-    return doc  # an object: SCHEMA says so
+    return doc
 
 
-def range_param(p: dict[str, Any], where: str) -> Param:
+def range_param(p: ParamDoc, where: str) -> Param:
     """A double or int parameter: min below max, whole for int, positive for a log scale."""
     kind = p["type"]
     if "min" not in p or "max" not in p:
@@ -180,7 +217,7 @@ def range_param(p: dict[str, Any], where: str) -> Param:
     return Param(p["name"], kind, float(p["min"]), float(p["max"]), p.get("scale") == "log")
 
 
-def choice_param(p: dict[str, Any], where: str) -> Param:
+def choice_param(p: ParamDoc, where: str) -> Param:
     """A categorical or discrete parameter: distinct values, numbers for discrete."""
     kind = p["type"]
     values = p.get("values") or []
