@@ -19,7 +19,7 @@ from pathlib import Path
 from benchlib import PROGRAM, marks, median, save, say, table
 
 from tf_cluster import ROOT, helm, manifests
-from tf_cluster.local import LocalCluster
+from tf_cluster.localrun.local_cluster import LocalCluster
 from tf_cluster.values import script_values
 
 TF_CLUSTER = str(ROOT / ".venv" / "bin" / "tf-cluster")

@@ -1,4 +1,4 @@
-"""run-local gives each task what its pod has (tf_cluster/sandbox.py): its own /tmp, a read-only
+"""run-local gives each task what its pod has (tf_cluster/localrun/sandbox.py): its own /tmp, a read-only
 root, its hostname, PID 1, the image's working directory; shared claims only where mounted."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pytest
 
 from rendering import render
 from tf_cluster import ROOT, manifests
-from tf_cluster.local import sandbox_problem
-from tf_cluster.runner.local import LocalRunner
+from tf_cluster.localrun.local_runner import LocalRunner
+from tf_cluster.localrun.processes import sandbox_problem
 
 pytestmark = pytest.mark.skipif(
     bool(sandbox_problem()), reason=f"this machine refuses the namespaces run-local isolates with: {sandbox_problem()}"
@@ -127,7 +127,7 @@ def test_a_user_without_root_gets_the_same_isolation_through_a_user_namespace():
     import tempfile
     from pathlib import Path
 
-    from tf_cluster.local import SANDBOX
+    from tf_cluster.localrun.processes import SANDBOX
 
     if not shutil.which("runuser"):
         pytest.skip("runuser (util-linux) is not installed here")

@@ -8,7 +8,7 @@ import pytest
 
 from tf_cluster import requirements
 from tf_cluster.cli import main
-from tf_cluster.local import sandbox_problem
+from tf_cluster.localrun.processes import sandbox_problem
 
 PROGRAM = """
 import os

@@ -11,7 +11,7 @@ import pytest
 
 from rendering import render
 from tf_cluster import ROOT, manifests
-from tf_cluster.runner.local import LocalRunner
+from tf_cluster.localrun.local_runner import LocalRunner
 
 EX = ROOT / "values-examples"
 FAST = {"env": [{"name": "EPOCHS", "value": "3"}, {"name": "STEPS_PER_EPOCH", "value": "15"}]}

@@ -12,7 +12,7 @@ import pytest
 
 from tf_cluster import ROOT
 from tf_cluster.cli import main
-from tf_cluster.local import sandbox_problem
+from tf_cluster.localrun.processes import sandbox_problem
 
 PROGRAMS = ROOT / "tests" / "local" / "programs" / "third_party"
 PS = ["--set", "strategy=parameterServer", "--set", "roles.chief.replicas=1"]

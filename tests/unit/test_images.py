@@ -40,7 +40,7 @@ def test_run_local_gives_isolated_tasks_what_the_image_gives_a_container():
     """run-local's IMAGE_ENV / IMAGE_WORKDIR / POD_VENV are read from the Dockerfile, not guessed."""
     import re
 
-    from tf_cluster import local
+    from tf_cluster.localrun import processes as local
 
     text = images.render_dockerfile("cpu", base="b")
     env_block = text[text.index("ENV ") : text.index("\n\n", text.index("ENV "))]

@@ -225,14 +225,13 @@ def test_inter_op_threads_are_at_least_two(intra, want, tmp_path):
 
 def test_run_local_maps_each_path_once(tmp_path):
     """A volume mapped into a folder under /tmp is not remapped by the pod's /tmp mount."""
-    from tf_cluster.local import LocalCluster
+    from tf_cluster.localrun.processes import localize
 
-    c = LocalCluster.__new__(LocalCluster)
-    c.address_map = {"tf-worker-0.tf:2222": "localhost:5000"}
+    addresses = {"tf-worker-0.tf:2222": "localhost:5000"}
     paths = [("/mnt/checkpoints", "/tmp/run/volumes/ckpt"), ("/tmp", "/tmp/run/pods/worker-0/tmp")]
-    assert c._localize("/mnt/checkpoints/backup", paths) == "/tmp/run/volumes/ckpt/backup"
-    assert c._localize("/tmp/x", paths) == "/tmp/run/pods/worker-0/tmp/x"
-    assert c._localize('{"w":["tf-worker-0.tf:2222"]}', paths) == '{"w":["localhost:5000"]}'
+    assert localize("/mnt/checkpoints/backup", addresses, paths) == "/tmp/run/volumes/ckpt/backup"
+    assert localize("/tmp/x", addresses, paths) == "/tmp/run/pods/worker-0/tmp/x"
+    assert localize('{"w":["tf-worker-0.tf:2222"]}', addresses, paths) == '{"w":["localhost:5000"]}'
 
 
 def test_a_missing_tf_config_is_said_with_how_to_force_it(tmp_path):

@@ -161,7 +161,6 @@ def test_helm_unittest_catches_an_unbounded_emptydir(tmp_path):
 #: named <file stem>.<function> (a move keeps the name) with its complexity today as a ceiling.
 #: This list only shrinks: a function brought under 15 leaves it (and its noqa goes).
 C901_ALLOWED = {
-    "sandbox.build_root": 24,  # the pod's mounts; moves with the local-execution package
     "nodes.down_extra_nodes": 16,  # hack/node: the extra nodes' teardown, step by step
 }
 C901_SCANNED = ("tooling", "tests", "hack", "charts", "images")

@@ -10,9 +10,10 @@ from pathlib import Path
 
 from .. import manifests, progress, requirements, roles, work_dir
 from ..errors import RunError
-from ..local import LocalCluster, Task, clean_workdir
+from ..localrun.local_cluster import LocalCluster
+from ..localrun.local_runner import LocalRunner
+from ..localrun.processes import Task, clean_workdir
 from ..runner import RunReport
-from ..runner.local import LocalRunner
 from ..values import add_render_args, render_docs
 from . import Subparsers
 

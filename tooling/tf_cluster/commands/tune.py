@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 from .. import helm, kube, manifests, tune
 from ..errors import UsageError, require_extra
-from ..local import clean_workdir
+from ..localrun.local_runner import LocalRunner
+from ..localrun.processes import clean_workdir
 from ..runner.cluster import ClusterRunner
-from ..runner.local import LocalRunner
 from ..values import add_values_args, values_from
 from . import Subparsers
 

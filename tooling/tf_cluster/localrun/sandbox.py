@@ -32,6 +32,8 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Iterable
+from typing import Any
 
 CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 CLONE_NEWUSER, CLONE_NEWPID = 0x10000000, 0x20000000
@@ -61,9 +63,13 @@ def _check(rc: int, what: str) -> None:
         raise OSError(err, f"{what}: {os.strerror(err)}")
 
 
+def _enc(s: str | None) -> bytes | None:
+    return s.encode() if s is not None else None
+
+
 def mount(source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
-    enc = lambda s: s.encode() if s is not None else None  # noqa: E731
-    _check(libc.mount(enc(source), enc(target), enc(fstype), flags, enc(data)), f"mount {source or fstype} on {target}")
+    rc = libc.mount(_enc(source), _enc(target), _enc(fstype), flags, _enc(data))
+    _check(rc, f"mount {source or fstype} on {target}")
 
 
 def read_only(target: str) -> None:
@@ -92,12 +98,9 @@ def writable(path: str) -> bool:
     return any(path == w or path.startswith(w + "/") for w in WRITABLE_HOST)
 
 
-def build_root(spec: dict) -> None:  # noqa: C901
-    """The pod's filesystem view under spec['root'] (a tmpfs): host folders bound read-only,
-    the pod's mounts bound at their paths, mount points made inside the tmpfs only."""
-    root = spec["root"]
-    targets = {m["target"]: m for m in spec["mounts"]}
-    ancestors = set()  # container folders with a mount point below: tmpfs folders, children bound one by one
+def mount_ancestors(targets: Iterable[str]) -> set[str]:
+    """Container folders with a mount point below: tmpfs folders, their children bound one by one."""
+    ancestors: set[str] = set()
     for t in targets:
         p = os.path.dirname(t)
         while p not in ancestors:
@@ -105,57 +108,85 @@ def build_root(spec: dict) -> None:  # noqa: C901
             if p == "/":
                 break
             p = os.path.dirname(p)
-    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")
-    ro_binds = []
+    return ancestors
 
-    def populate(cdir: str) -> None:
+
+class HostView:
+    """This machine's folders under the pod's root, bound around the pod's mount points (read-only
+    with a read-only root, once `remount_read_only` ran)."""
+
+    def __init__(self, root: str, targets: dict[str, dict[str, Any]], readonly_root: bool) -> None:
+        self.root, self.targets, self.readonly_root = root, targets, readonly_root
+        self.ancestors = mount_ancestors(targets)
+        self.ro_binds: list[str] = []
+
+    def populate(self, cdir: str) -> None:
         names = sorted(os.listdir(cdir)) if os.path.isdir(cdir) and not os.path.islink(cdir) else []
         for name in names:
             c = os.path.join(cdir, name)
-            if c in targets or c in NOT_FROM_HOST:
+            if c in self.targets or c in NOT_FROM_HOST:
                 continue
-            if c in ancestors and not os.path.islink(c):
-                os.mkdir(root + c)
-                populate(c)
-            elif os.path.islink(c):
-                os.symlink(os.readlink(c), root + c)
-            elif os.path.isdir(c):
-                os.mkdir(root + c)
-                mount(c, root + c, None, MS_BIND | MS_REC)
-                if spec.get("readonly_root", True) and not writable(c):
-                    ro_binds.append(root + c)
-            elif not os.path.isdir(c):  # files, devices, sockets
-                open(root + c, "w").close()
-                mount(c, root + c, None, MS_BIND)
-                if spec.get("readonly_root", True) and not writable(c):
-                    ro_binds.append(root + c)
-        for p in sorted(ancestors | set(targets)):  # mount points this machine does not have
-            if os.path.dirname(p) == cdir and p != cdir and not os.path.lexists(root + p):
-                if p in ancestors:
-                    os.mkdir(root + p)
-                    populate(p)
+            if c in self.ancestors and not os.path.islink(c):
+                os.mkdir(self.root + c)
+                self.populate(c)
+            else:
+                self.bind(c)
+        for p in sorted(self.ancestors | set(self.targets)):  # mount points this machine does not have
+            if os.path.dirname(p) == cdir and p != cdir and not os.path.lexists(self.root + p) and p in self.ancestors:
+                os.mkdir(self.root + p)
+                self.populate(p)
 
-    populate("/")
-    # The run dir (with this root) lies in a bound host folder: drop that copy of the root.
-    try:
-        _check(libc.umount2((root + root).encode(), MNT_DETACH), "umount")
-    except OSError:
-        pass
-    for path in ro_binds:
-        read_only(path)
+    def bind(self, c: str) -> None:
+        """One host entry at its place under the root: a symlink copied, a folder or file bound."""
+        dest = self.root + c
+        if os.path.islink(c):
+            os.symlink(os.readlink(c), dest)
+            return
+        if os.path.isdir(c):
+            os.mkdir(dest)
+            mount(c, dest, None, MS_BIND | MS_REC)
+        else:  # files, devices, sockets
+            open(dest, "w").close()
+            mount(c, dest, None, MS_BIND)
+        if self.readonly_root and not writable(c):
+            self.ro_binds.append(dest)
+
+    def remount_read_only(self) -> None:
+        for path in self.ro_binds:
+            read_only(path)
+
+
+def bind_mounts(root: str, targets: dict[str, dict[str, Any]]) -> None:
+    """The pod's volumes at their mount paths, outermost first."""
     for target in sorted(targets, key=lambda t: t.count("/")):
         m = targets[target]
         dest = root + target
-        is_file = os.path.isfile(m["source"])
         if not os.path.lexists(dest):
             os.makedirs(os.path.dirname(dest), exist_ok=True)
-            if is_file:
+            if os.path.isfile(m["source"]):
                 open(dest, "w").close()
             else:
                 os.mkdir(dest)
         mount(m["source"], dest, None, MS_BIND | MS_REC)
         if m.get("readonly"):
             read_only(dest)
+
+
+def build_root(spec: dict[str, Any]) -> None:
+    """The pod's filesystem view under spec['root'] (a tmpfs): host folders bound read-only,
+    the pod's mounts bound at their paths, mount points made inside the tmpfs only."""
+    root = spec["root"]
+    targets = {m["target"]: m for m in spec["mounts"]}
+    mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=755")
+    host = HostView(root, targets, spec.get("readonly_root", True))
+    host.populate("/")
+    # The run dir (with this root) lies in a bound host folder: drop that copy of the root.
+    try:
+        _check(libc.umount2((root + root).encode(), MNT_DETACH), "umount")
+    except OSError:
+        pass
+    host.remount_read_only()
+    bind_mounts(root, targets)
     os.makedirs(root + "/proc", exist_ok=True)
     mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
     if os.path.isdir(root + "/dev/shm"):
@@ -164,7 +195,7 @@ def build_root(spec: dict) -> None:  # noqa: C901
         mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV)
 
 
-def pid1(spec: dict) -> None:
+def pid1(spec: dict[str, Any]) -> None:
     """The child: the task's PID 1. Never returns."""
     try:
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -180,7 +211,7 @@ def pid1(spec: dict) -> None:
         os._exit(127)
 
 
-def run(spec: dict) -> int:
+def run(spec: dict[str, Any]) -> int:
     enter_namespaces()
     child = os.fork()
     if child == 0:

@@ -1,21 +1,24 @@
-"""The release's pods as processes on this machine, with Kubernetes' Job semantics (tf_cluster.local)."""
+"""`LocalRunner`: the runner seam (tf_cluster.runner) over a `LocalCluster`: the release's pods as
+processes on this machine, with Kubernetes' Job semantics."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
-from ..local import LocalCluster, Task
 from ..manifests import Pod
-from . import Cancel, JobReport, Runner, RunReport, Say, TaskReport, align
+from ..runner import Cancel, JobReport, Runner, RunReport, Say, TaskReport, align
+from .local_cluster import LocalCluster
+from .processes import Task
 
 
 class LocalRunner(Runner):
-    """Runs a rendered release as local processes. `cluster` is the Job-semantics engine
-    (restarts, failure policy, the leader's condition); this class drives and reports it."""
+    """Runs a rendered release as local processes. `cluster` runs its Jobs (their rules are
+    jobs.py's: restarts, failure policy, the leader's condition); this class drives and reports it."""
 
     def __init__(
-        self, docs: list[dict], pods: list[Pod], workdir: Path, *, status_every: float = 5.0, **options
+        self, docs: list[dict[str, Any]], pods: list[Pod], workdir: Path, *, status_every: float = 5.0, **options: Any
     ) -> None:
         self.cluster = LocalCluster(docs, pods, workdir, **options)
         self.cluster.write_configmaps(docs)
