@@ -1,4 +1,4 @@
-"""Build the docs site (mkdocs.yml, docs/): `make site` and tests/unit/test_docs_site.py share it.
+"""Build the docs site (mkdocs.yml, docs/): `make site` and tests/docs/test_docs_site.py share it.
 
 MkDocs and Material run from their own virtualenv, .venv-docs/, made from the pinned
 docs/requirements.txt with `python3 -m venv` and pip, and reused while the sha256 of that file

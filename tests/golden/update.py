@@ -9,7 +9,7 @@ Helm 4 as release `tf` in namespace `default`, and kept one of two ways:
   template renders (Helm's `# Source: tf-cluster/templates/<template>` headers split the render),
   so a change to one template changes only its own snapshot files.
 
-tests/unit/test_golden.py checks that Helm 4 and Helm 3 both still render exactly these bytes, so
+tests/chart/test_golden.py checks that Helm 4 and Helm 3 both still render exactly these bytes, so
 a refactor shows its effect here and a change to what is rendered is reviewed as a diff.
 """
 
