@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rendering import EXAMPLES
-from tf_cluster import CHART, helm, validate
+from tf_cluster import CHART, helm, schemas
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
@@ -14,7 +14,7 @@ def test_example_renders_and_validates(example, helm_major):
     docs = helm.parse(helm.template([example], helm=helm_major))
     kinds = {d["kind"] for d in docs}
     assert {"Job", "Service", "ConfigMap"} <= kinds
-    problems = validate.validate_docs(docs, ("1.29", "1.35"))
+    problems = schemas.validate_docs(docs, ("1.29", "1.35"))
     assert problems == [], "\n".join(map(str, problems))
 
 
@@ -39,9 +39,9 @@ def test_schema_validation_catches_a_broken_manifest():
     wrong_type, unknown_field = copy.deepcopy(job), copy.deepcopy(job)
     wrong_type["spec"]["completions"] = "two"
     unknown_field["spec"]["template"]["spec"]["restartPolicyX"] = "Never"
-    assert validate.validate_docs([job], ("1.35",)) == []
-    (p1,) = validate.validate_docs([wrong_type], ("1.35",))
-    (p2,) = validate.validate_docs([unknown_field], ("1.35",))
+    assert schemas.validate_docs([job], ("1.35",)) == []
+    (p1,) = schemas.validate_docs([wrong_type], ("1.35",))
+    (p2,) = schemas.validate_docs([unknown_field], ("1.35",))
     assert "completions" in p1.path
     assert "restartPolicyX" in p2.message
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from rendering import EXAMPLES, HELM_VERSIONS
-from tf_cluster import ROOT, helm, validate
+from tf_cluster import ROOT, helm, schemas
 
 GANG_API = "scheduling.k8s.io/v1beta1/PodGroup"
 MWMS = ROOT / "values-examples" / "mwms-cpu.yaml"
@@ -74,8 +74,8 @@ def test_ganged_server_roles_end_with_the_run_so_a_late_replacement_cannot_hang_
 
 def test_the_gang_validates_against_the_kubernetes_1_37_schemas():
     text = helm.Helm("4").template("rel", helm.Values.of([PS_EVAL]), api_versions=[GANG_API])
-    assert validate.validate_docs(helm.parse(text), ("1.37",)) == []
-    r = validate.kubeconform(text, "1.37")
+    assert schemas.validate_docs(helm.parse(text), ("1.37",)) == []
+    r = schemas.kubeconform(text, "1.37")
     assert r.returncode == 0 and "Invalid: 0, Errors: 0" in r.stdout, r.stdout + r.stderr
 
 
@@ -142,7 +142,7 @@ def test_two_gang_mechanisms_are_refused_at_render_time():
 @pytest.mark.parametrize("values", EXAMPLES, ids=lambda p: p.stem)
 def test_every_example_gangs_on_1_37_and_validates(values):
     text = helm.Helm("4").template("rel", helm.Values.of([values]), api_versions=[GANG_API])
-    assert validate.validate_docs(helm.parse(text), ("1.37",)) == []
+    assert schemas.validate_docs(helm.parse(text), ("1.37",)) == []
 
 
 @pytest.mark.parametrize("pod_group", ["coscheduling", "volcano"])
@@ -154,12 +154,12 @@ def test_gang_scheduler_podgroups_validate_against_their_published_crds(pod_grou
         sets = sets[:2]
     docs = render((PS_EVAL,), sets, api=False)
     (group,) = kind(docs, "PodGroup")
-    assert validate.validate_custom(group) == [], group
-    assert validate.validate_docs(docs, ("1.37",)) == []
+    assert schemas.validate_custom(group) == [], group
+    assert schemas.validate_docs(docs, ("1.37",)) == []
     # as a 1.29 cluster's install renders it: no Job successPolicy there (GA in 1.33)
     on_129 = helm.parse(helm.Helm("4").template("rel", helm.Values.of([PS_EVAL], sets), kube_version="1.29.0"))
     assert all("successPolicy" not in j["spec"] for j in kind(on_129, "Job"))
-    assert validate.validate_docs(on_129, ("1.29",)) == []
+    assert schemas.validate_docs(on_129, ("1.29",)) == []
     group["spec"]["minMembers"] = 4  # a misspelt field
-    (problem,) = validate.validate_custom(group)
+    (problem,) = schemas.validate_custom(group)
     assert "minMembers" in problem.message

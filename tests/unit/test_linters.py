@@ -16,10 +16,10 @@ import pytest
 import yaml
 
 from rendering import EXAMPLES
-from tf_cluster import CHART, ROOT, TOOLS_BIN, helm, validate
+from tf_cluster import CHART, ROOT, TOOLS_BIN, helm, schemas
 
 CASES = sorted((ROOT / "tests" / "golden" / "cases").glob("*.yaml"))
-VERSIONS = ("1.29", validate.newest_version())  # the chart's kubeVersion floor and the newest schemas
+VERSIONS = ("1.29", schemas.newest_version())  # the chart's kubeVersion floor and the newest schemas
 
 
 def yamllint(*paths) -> subprocess.CompletedProcess:
@@ -46,14 +46,14 @@ def test_yamllint_catches_a_duplicate_key(tmp_path):
 def test_kubeconform_strict_finds_no_error(values, version):
     assert (TOOLS_BIN / "kubeconform").exists(), "make setup builds kubeconform"
     text = helm.template([values])
-    r = validate.kubeconform(text, version)
+    r = schemas.kubeconform(text, version)
     assert r.returncode == 0 and "Invalid: 0, Errors: 0" in r.stdout, r.stdout + r.stderr
     print(f"{values.stem} on Kubernetes {version}: {r.stdout.strip().splitlines()[-1]}")
 
 
 def test_kubeconform_catches_an_unknown_field():
     text = helm.template([EXAMPLES[0]]).replace("completionMode: Indexed", "completionMode: Indexed\n  bogus: 1", 1)
-    r = validate.kubeconform(text, VERSIONS[-1])
+    r = schemas.kubeconform(text, VERSIONS[-1])
     assert r.returncode != 0 and "additional properties 'bogus' not allowed" in r.stdout
 
 

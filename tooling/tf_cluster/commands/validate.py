@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from .. import validate
+from .. import schemas
 from ..errors import ValidationError
 from ..values import add_render_args, render_docs
 from . import Subparsers
@@ -18,15 +18,15 @@ def add_parser(sub: Subparsers) -> None:
         action="append",
         dest="kube_versions",
         metavar="X.Y",
-        help=f"Kubernetes version(s) to validate for (default: {', '.join(validate.DEFAULT_VERSIONS)})",
+        help=f"Kubernetes version(s) to validate for (default: {', '.join(schemas.DEFAULT_VERSIONS)})",
     )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     _, docs = render_docs(args)
-    versions = args.kube_versions or validate.DEFAULT_VERSIONS
-    problems = validate.validate_docs(docs, versions)
+    versions = args.kube_versions or schemas.DEFAULT_VERSIONS
+    problems = schemas.validate_docs(docs, versions)
     if problems:
         raise ValidationError("\n".join(str(p) for p in problems))
     print(f"ok: {len(docs)} manifests valid for Kubernetes {', '.join(versions)}")
