@@ -7,6 +7,7 @@ the API server in a cluster)."""
 
 from __future__ import annotations
 
+import signal
 import sys
 import threading
 import time
@@ -154,7 +155,7 @@ class LocalCluster:
                 task.failures = ix.failures
                 task.state = "running" if task.alive else SHOWN_STATE.get(ix.phase, "failed")
 
-    def kill(self, role: str, index: int, sig: int) -> None:
+    def kill(self, role: str, index: int, sig: int = signal.SIGKILL) -> None:
         """Signal a pod's whole process tree, as a node would (SIGKILL: on pod deletion)."""
         for task in self.tasks():
             if task.pod.role == role and task.pod.index == index:
