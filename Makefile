@@ -34,8 +34,8 @@ MARK ?=
 test: setup lint e2e-bins  ## lint, then the whole suite: chart (Helm 4 and 3), launcher, real TensorFlow, real kube-apiserver
 	$(TIME) pytest -- $(PY) -m pytest tests --ignore=tests/image -rs -m "$(MARK)" $(PYTEST_ARGS)
 
-lint: setup  ## ruff (lint + format check) and mypy, configured in pyproject.toml
-	$(TIME) lint -- bash -c '$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy'
+lint:  ## ruff (lint + format check), mypy and yamllint from their own small venv, .venv-lint (no TensorFlow, no Go builds)
+	$(TIME) lint -- bash tooling/lint.sh
 
 golden: setup  ## re-render tests/golden (every example, tests/golden/cases, defaults): whole renders + per-template snapshots
 	$(PY) tests/golden/update.py
@@ -142,4 +142,4 @@ bench: image  ## measure and write docs/benchmarks.md (+ PNGs): scale, run-local
 	cd tests/bench && ../../$(PY) report.py
 
 clean:  ## remove the venv, the pinned tools, build/ and runs/ (caches in ~/.cache stay)
-	rm -rf $(VENV) .tools build runs dist
+	rm -rf $(VENV) .venv-lint .tools build runs dist
