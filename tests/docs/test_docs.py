@@ -34,7 +34,11 @@ def test_every_value_is_documented():
     def leaves(d, prefix=""):
         for k, v in d.items():
             key = f"{prefix}{k}"
-            if isinstance(v, dict) and v and k not in ("podSecurityContext", "securityContext", "podAnnotations", "labels"):
+            if (
+                isinstance(v, dict)
+                and v
+                and k not in ("podSecurityContext", "securityContext", "podAnnotations", "labels")
+            ):
                 yield from leaves(v, key + ".")
             else:
                 yield key
