@@ -5,8 +5,9 @@ version inside the package (no network), in strict mode (unknown fields fail).
 The same schemas, written out standalone in kubeconform's layout
 (`standalone_schemas`), let the ecosystem's kubeconform check the same manifests
 (`kubeconform`): two validators, one source of schemas. The gang schedulers' PodGroups
-(scheduler-plugins, Volcano: their Go modules are refused here) are checked against their
-published CRDs, vendored in `crds/`, with unknown fields refused as well.
+(scheduler-plugins, Volcano: their Go modules are refused here) and the Prometheus Operator's
+PodMonitor and PrometheusRule are checked against their published CRDs, vendored in `crds/`,
+with unknown fields refused as well.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def resource_name(doc: dict) -> str:
 
 # ----------------------------------------------------------------- custom resources
 
-CRDS = Path(__file__).parent / "crds"  # vendored CRDs of the gang schedulers the chart can target (see README there)
+CRDS = Path(__file__).parent / "crds"  # vendored CRDs: gang PodGroups, Prometheus Operator objects (README there)
 
 
 def _strict(node):
