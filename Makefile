@@ -49,7 +49,7 @@ check-all:  ## every test: `make test` (kube-apiserver 1.29), the same API suite
 	$(MAKE) e2e
 	$(MAKE) kind-smoke
 
-e2e-bins:  ## kube-apiserver $(K8S_API_VERSION) built from the Kubernetes Go modules (cached; ~5 min cold) + Debian's etcd
+e2e-bins:  ## kube-apiserver $(K8S_API_VERSION) built from the Kubernetes Go modules (cached; ~5 min cold) + Debian's etcd and promtool
 	@$(TIME) kube-apiserver -- bash hack/apiserver/build.sh $(K8S_BIN)
 
 e2e-api: setup e2e-bins  ## only the kube-apiserver suite: install/upgrade/uninstall, RBAC, launcher API path

@@ -9,6 +9,8 @@
 #               argocd (Argo CD: one binary with the two components the node runs + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)
 #               registry (the CNCF distribution OCI registry, from its Go module; into $REGISTRY_DIR)
 #               browser (Debian's chromium + chromium-driver: the notebook's browser test drives them)
+#               promtool (Debian's prometheus package, for its promtool: tests/monitoring's `promtool test rules`;
+#                         the Prometheus service it ships is left stopped and disabled)
 #               cilium (the NetworkPolicy engine: Cilium's agent + CNI plugin, from github.com/cilium/cilium;
 #                       its BPF sources, CRDs and Debian's clang-19; into $CILIUM_DIR)
 set -euo pipefail
@@ -56,7 +58,7 @@ k8s=(); other=()
 for c in "${want[@]}"; do
   case $c in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubeadm|kubectl) [ -x "$out/$c" ] || k8s+=("$c");;
-    coredns|local-path-provisioner|pause|etcd|debs|argocd|registry|cilium|browser) other+=("$c");;
+    coredns|local-path-provisioner|pause|etcd|debs|argocd|registry|cilium|browser|promtool) other+=("$c");;
     *) log "unknown component '$c'"; exit 2;;
   esac
 done
@@ -230,6 +232,14 @@ GO
       fi;;
     etcd)
       command -v etcd >/dev/null || apt_install etcd-server;;
+    promtool)
+      # without its recommends (node-exporter, another service); where the package's postinst
+      # started Prometheus (a booted init system, no policy-rc.d), stop and disable it
+      if ! command -v promtool >/dev/null; then
+        apt_install --no-install-recommends prometheus
+        if [ -d /run/systemd/system ]; then systemctl disable --now prometheus >/dev/null 2>&1 || true
+        else { invoke-rc.d prometheus stop; update-rc.d prometheus disable; } >/dev/null 2>&1 || true; fi
+      fi;;
     browser)
       { command -v chromium >/dev/null && command -v chromedriver >/dev/null; } \
         || apt_install chromium chromium-driver fonts-dejavu-core;;
