@@ -393,3 +393,142 @@ def test_on_the_oldest_supported_api_server_a_release_installs_without_gang_obje
     jobs = client.BatchV1Api(api).list_namespaced_job(namespace).items
     assert len(jobs) == 3 and all(j.spec.template.spec.scheduling_group is None for j in jobs)
     print(f"Kubernetes {version}: scheduling.k8s.io {scheduling}; installed {len(jobs)} Jobs and no PodGroup")
+
+
+# ------------------------------------------------------------ tf-cluster status of an installed release
+def tf_cluster(*argv, process: bool = False) -> subprocess.CompletedProcess:
+    """The `tf-cluster` command: its main() here (a new interpreter costs seconds on a busy
+    machine), or as a user runs it (`process`)."""
+    import contextlib
+    import io
+
+    from tf_cluster import cli
+
+    args = [str(a) for a in argv]
+    if process:
+        return subprocess.run([sys.executable, "-m", "tf_cluster.cli", *args], capture_output=True, text=True)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        rc = cli.main(args)
+    return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
+
+
+def job_pod(api, namespace: str, job, index: int, suffix: str, *, node=None, failures=0) -> str:
+    """A pod of an Indexed Job as its controller makes it (no controller-manager here): the Job's
+    template with the Job's labels, the completion index and the index's failure count."""
+    from kubernetes import client
+
+    tmpl = api.sanitize_for_serialization(job.spec.template)
+    meta, name = tmpl.get("metadata", {}), job.metadata.name
+    labels = {**meta.get("labels", {}), kube.JOB_NAME_LABEL: name, kube.INDEX_LABEL: str(index)}
+    labels["batch.kubernetes.io/controller-uid"] = job.metadata.uid
+    notes = {**meta.get("annotations", {}), kube.INDEX_LABEL: str(index), kube.FAILURE_COUNT: str(failures)}
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": job.metadata.uid, "controller": True}
+    body = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{name}-{index}-{suffix}",
+            "labels": labels,
+            "annotations": notes,
+            "ownerReferences": [owner],
+        },
+        "spec": {**tmpl["spec"], **({"nodeName": node} if node else {})},
+    }
+    return client.CoreV1Api(api).create_namespaced_pod(namespace, body).metadata.name
+
+
+def pod_status(api, namespace: str, name: str, **status) -> None:
+    """What a scheduler or a kubelet would write."""
+    from kubernetes import client
+
+    client.CoreV1Api(api).patch_namespaced_pod_status(name, namespace, {"status": status})
+
+
+def test_status_lists_every_task_of_an_installed_release_and_why_it_waits(apiserver, namespace):
+    """`tf-cluster status` on a release installed with Helm: every task listed (the Jobs' pods
+    found by the chart's instance label), Pending with the scheduler's or the kubelet's reason,
+    the failure count as restarts, the Jobs; before the Job controller made any pod, the tasks
+    are listed all the same, with why."""
+    from kubernetes import client
+
+    api, kubeconfig = apiserver["api"], apiserver["kubeconfig"]
+    r = helm_in(apiserver, "4", namespace).install("st", helm.Values.of([PS_EXAMPLE]))
+    assert r.returncode == 0, r.stderr
+    t0 = time.monotonic()
+    before = tf_cluster("status", "st", "-n", namespace, "--kubeconfig", kubeconfig)
+    took = time.monotonic() - t0
+    print(f"\n$ tf-cluster status st -n {namespace}   ({took:.1f}s, before any pod)\n{before.stdout}")
+    assert before.returncode == 0, before.stderr
+    rows = {ln.split()[0]: ln for ln in before.stdout.splitlines() if ln.split() and ln.split()[0][-2:-1] == "-"}
+    assert sorted(rows) == ["chief-0", "ps-0", "worker-0", "worker-1"]
+    assert all(" pending (no pod) " in row for row in rows.values()), rows
+    jobs = {j.metadata.name: j for j in client.BatchV1Api(api).list_namespaced_job(namespace).items}
+    assert len(jobs) == 3
+    for name in jobs:
+        assert f"Job {name}: running (0/" in before.stdout
+        assert f"Job {name} has not created its pod yet" in before.stdout
+
+    role_job = {kube.role_of(j): j for j in jobs.values()}
+    unschedulable = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available."
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    chief = job_pod(api, namespace, role_job["chief"], 0, "a")
+    pod_status(
+        api,
+        namespace,
+        chief,
+        conditions=[
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": unschedulable,
+                "lastTransitionTime": now,
+            }
+        ],
+    )
+    ps = job_pod(api, namespace, role_job["ps"], 0, "a", node="node-1")
+    waiting = {"waiting": {"reason": "ContainerCreating"}}
+    tf_status = {"name": "tensorflow", "image": "trainer", "imageID": "", "ready": False, "restartCount": 0}
+    pod_status(api, namespace, ps, startTime=now, containerStatuses=[{**tf_status, "state": waiting}])
+    oom = {"terminated": {"exitCode": 137, "reason": "OOMKilled", "startedAt": now, "finishedAt": now}}
+    first = job_pod(api, namespace, role_job["worker"], 1, "a", node="node-1")
+    pod_status(api, namespace, first, phase="Failed", startTime=now, containerStatuses=[{**tf_status, "state": oom}])
+    job_pod(api, namespace, role_job["worker"], 1, "b", failures=1)
+    job_pod(api, namespace, role_job["worker"], 0, "a")
+
+    t0 = time.monotonic()
+    after = tf_cluster("status", "st", "-n", namespace, "--kubeconfig", kubeconfig)
+    took = time.monotonic() - t0
+    print(
+        f"$ tf-cluster status st -n {namespace}   ({took:.1f}s, pods as a scheduler and kubelets left them)\n"
+        + after.stdout
+    )
+    assert after.returncode == 0, after.stderr
+    rows = {ln.split()[0]: ln.split() for ln in after.stdout.splitlines() if ln.split() and ln.split()[0][-2:-1] == "-"}
+    assert rows["chief-0"][1:4] == ["pending", "(Unschedulable)", "0"]
+    assert rows["ps-0"][1:4] == ["pending", "(ContainerCreating)", "0"]
+    assert rows["worker-0"][1:4] == ["pending", "(unscheduled)", "0"]
+    assert rows["worker-1"][1:4] == ["pending", "(unscheduled)", "1"]  # replaced once after an OOM kill
+    why = after.stdout.split("Why:\n")[1]
+    assert f"  chief-0: Unschedulable: {unschedulable}" in why.splitlines()
+    assert "  worker-0: no scheduler has placed it yet" in why.splitlines()
+    assert "has not created its pod" not in after.stdout
+
+    # --watch redraws until every Job is finished, then exits 0 by itself
+    for name in jobs:
+        finish(api, namespace, name, "Complete")
+    watched = tf_cluster("status", "st", "-n", namespace, "--kubeconfig", kubeconfig, "--watch", "--interval", "1")
+    assert watched.returncode == 0, watched.stderr
+    assert watched.stdout.count("--- ") == 1 and ", every Job finished" in watched.stdout.splitlines()[1]
+    assert all(f"Job {name}: Complete" in watched.stdout for name in jobs)
+
+
+def test_status_of_a_release_that_is_not_there_says_so(apiserver, namespace):
+    r = tf_cluster("status", "nope", "-n", namespace, "--kubeconfig", apiserver["kubeconfig"], process=True)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip() == (
+        f"tf-cluster status: error: no pods or Jobs of release nope in namespace {namespace}: helm list -n {namespace}"
+    )
+    r = tf_cluster("logs", "nope", "-n", namespace, "--kubeconfig", apiserver["kubeconfig"])
+    assert r.returncode == 2 and "no pods or Jobs of release nope" in r.stderr

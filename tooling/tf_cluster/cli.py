@@ -1,6 +1,6 @@
-"""`tf-cluster` command line. Exit codes: 0 ok, 2 usage (also a version-policy or packaging
-refusal), 3 tool missing, 4 render refused, 5 invalid manifests, 6 build failed, 7 run failed
-(run-local or smoke)."""
+"""`tf-cluster` command line. Exit codes: 0 ok, 1 the cluster refused or failed a request, 2 usage
+(also a version-policy or packaging refusal, or no such release), 3 tool missing, 4 render refused,
+5 invalid manifests, 6 build failed, 7 run failed (run-local or smoke)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from . import version
-from .commands import build, from_tfjob, package, render, run_local, smoke, tune, validate
+from .commands import build, from_tfjob, logs, package, render, run_local, smoke, status, tune, validate
 from .errors import TfClusterError
 
 
@@ -16,7 +16,7 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tf-cluster", description=__doc__)
     p.add_argument("--version", action="version", version=f"tf-cluster {version()}")
     sub = p.add_subparsers(dest="command", required=True)
-    for module in (render, validate, build, run_local, smoke, package, tune, from_tfjob):
+    for module in (render, validate, build, run_local, smoke, status, logs, package, tune, from_tfjob):
         module.add_parser(sub)
     return p
 

@@ -12,12 +12,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import gang, progress, roles
-from .errors import RunError
+from .errors import RunError, UsageError
 
 INSTANCE = "app.kubernetes.io/instance"
 COMPONENT = "app.kubernetes.io/component"
 JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
+# on a Job's pod (backoffLimitPerIndex): how often its index failed before it, counted or ignored (podFailurePolicy)
+FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
+IGNORED_COUNT = "batch.kubernetes.io/job-index-ignored-failure-count"
 # a pod waiting for one of these will not start by itself: report it instead of waiting out the timeout
 STUCK_REASONS = {
     "ErrImagePull",
@@ -40,6 +43,25 @@ def client_for(kubeconfig: str | None):
     except config.ConfigException:
         config.load_kube_config()
     return client.ApiClient()
+
+
+def connect(kubeconfig: str | None, namespace: str | None) -> tuple[object, str]:
+    """A client for `kubeconfig` (else $KUBECONFIG or ~/.kube/config, else in-cluster) and the
+    namespace to use: `namespace`, else the current context's, else `default` (as kubectl and Helm)."""
+    from kubernetes import config
+
+    try:
+        api = client_for(kubeconfig)
+    except (config.ConfigException, OSError) as e:
+        where = kubeconfig or "$KUBECONFIG, ~/.kube/config or the pod's service account"
+        raise UsageError(f"no cluster to talk to: {where}: {e} (--kubeconfig K)") from e
+    if namespace:
+        return api, namespace
+    try:
+        _, current = config.list_kube_config_contexts(config_file=kubeconfig)
+        return api, (current or {}).get("context", {}).get("namespace") or "default"
+    except (config.ConfigException, OSError):
+        return api, "default"
 
 
 def condition(obj, type_: str) -> bool:
@@ -66,6 +88,12 @@ def role_of(obj) -> str:
 def task_order(key: tuple[str, int]) -> tuple[int, int]:
     role, index = key
     return roles.order(role), index
+
+
+def task_of(pod) -> tuple[str, int]:
+    """(role, index) of one of the chart's Job pods, from its component and completion-index labels."""
+    labels = pod.metadata.labels or {}
+    return labels.get(COMPONENT, "task"), int(labels.get(INDEX_LABEL, "0"))
 
 
 def _tensorflow_ended(pod, last: bool = False):
@@ -168,6 +196,15 @@ def failed_reason(job) -> str:
 class Snapshot:
     jobs: dict = field(default_factory=dict)  # name -> V1Job
     pods: list = field(default_factory=list)  # V1Pod of the release's Jobs
+
+    @classmethod
+    def of(cls, jobs, pods) -> Snapshot:
+        """From Jobs and pods as the client gives them or as dicts (their JSON: YAML, `kubectl get -o json`)."""
+        from kubernetes import client
+
+        job_models = [client.V1Job.from_dict(j) if isinstance(j, dict) else j for j in jobs]
+        pod_models = [client.V1Pod.from_dict(p) if isinstance(p, dict) else p for p in pods]
+        return cls({j.metadata.name: j for j in job_models}, pod_models)
 
     def states(self) -> dict[str, str]:
         return {n: job_state(j) for n, j in self.jobs.items()}

@@ -8,7 +8,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .. import manifests, progress, requirements, roles, work_dir
+from .. import manifests, podlogs, requirements, roles, work_dir
 from ..errors import RunError
 from ..localrun.local_cluster import LocalCluster
 from ..localrun.local_runner import LocalRunner
@@ -77,9 +77,8 @@ def run(args: argparse.Namespace) -> int:
     def on_line(task: Task, line: str) -> None:
         if args.quiet or any(n in line for n in NOISE):
             return
-        msg = progress.parse(line)
-        shown = msg.describe() if msg else progress.fold(line)
-        if line.strip() and not shown.strip():  # a redraw that erases itself (Keras' bar without a terminal)
+        shown = podlogs.display(line)
+        if shown is None:  # a redraw that erases itself (Keras' bar without a terminal)
             return
         with print_lock:  # one pump thread per task: keep lines whole
             sys.stdout.write(f"[{task.name}] {shown}\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..manifests import Pod
-from ..runner import Cancel, JobReport, Runner, RunReport, Say, TaskReport, align
+from ..runner import Cancel, JobReport, Runner, RunReport, Say, TaskReport, status_table
 from .local_cluster import LocalCluster
 from .processes import Task
 
@@ -43,7 +43,7 @@ class LocalRunner(Runner):
                 tasks = self.cluster.tasks()
                 state = repr([(t.name, t.state, t.failures, t.reported.summary()) for t in tasks])
                 if state != shown or now - last >= 60:
-                    on_update("\n" + status_table(tasks) + "\n")
+                    on_update("\n" + status_table([task_report(t, now) for t in tasks]) + "\n")
                     shown, last = state, now
             if now - self.cluster.started > timeout:
                 self.cluster.time_out(timeout)
@@ -56,19 +56,7 @@ class LocalRunner(Runner):
         self.cluster.read_files()
         now = time.monotonic()
         jobs = [JobReport(j.name, j.role, j.condition, j.reason) for j in self.cluster.jobs]
-        tasks = [
-            TaskReport(
-                t.name,
-                t.pod.role,
-                t.pod.index,
-                t.state,
-                t.failures,
-                list(t.exit_codes),
-                ((t.ended if t.state in ("succeeded", "failed") else now) - t.first_start) if t.first_start else None,
-                t.reported,
-            )
-            for t in self.cluster.tasks()
-        ]
+        tasks = [task_report(t, now) for t in self.cluster.tasks()]
         return RunReport(self.where, jobs, tasks, now - self._t0 if self._t0 else 0.0)
 
     def stop(self) -> None:
@@ -79,10 +67,8 @@ class LocalRunner(Runner):
         self.cluster.kill(role, index, sig)
 
 
-def status_table(tasks: list[Task]) -> str:
-    now = time.monotonic()
-    rows = [("TASK", "STATE", "RESTARTS", "TIME", "PROGRESS")]
-    for t in tasks:
-        end = t.ended if t.state in ("succeeded", "failed") else now
-        rows.append((t.name, t.state, str(t.failures), f"{end - t.first_start:5.1f}s", t.reported.summary()))
-    return "\n".join(align(rows))
+def task_report(t: Task, now: float) -> TaskReport:
+    """A task as the runner seam reports it (its time: from its first start to its end, or `now`)."""
+    end = t.ended if t.state in ("succeeded", "failed") else now
+    seconds = end - t.first_start if t.first_start else None
+    return TaskReport(t.name, t.pod.role, t.pod.index, t.state, t.failures, list(t.exit_codes), seconds, t.reported)

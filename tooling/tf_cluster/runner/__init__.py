@@ -8,7 +8,9 @@
 `watch` reports in words as it goes (`on_update`), and both runners describe the
 outcome the same way (`RunReport`: Jobs with their condition, tasks with their
 exit codes and what they reported through the progress protocol), so `run-local`,
-`smoke` and later commands (tune, notebook) print and judge runs alike.
+`smoke` and later commands (tune, notebook) print and judge runs alike. The live
+table (`status_table`: state, restarts, time, progress per task) is the one run-local
+redraws every few seconds and `tf-cluster status` prints for a release on a cluster.
 """
 
 from __future__ import annotations
@@ -36,11 +38,13 @@ class TaskReport:
     name: str  # <role>-<index>
     role: str
     index: int
-    state: str  # pending | running | backoff | succeeded | failed
+    state: str  # pending | running | backoff | succeeded | failed | terminating
     restarts: int = 0
     exit_codes: list[int] = field(default_factory=list)
     seconds: float | None = None  # from its first start to its end (or now)
     reported: TaskProgress = field(default_factory=TaskProgress)
+    detail: str = ""  # a word or two beside the state: Unschedulable, ContainerCreating, exit 3
+    why: str = ""  # why it waits or failed, in a sentence (the scheduler's, the kubelet's, the Job's words)
 
 
 @dataclass
@@ -62,16 +66,31 @@ class RunReport:
     def model_dir(self) -> str | None:
         return next((t.reported.result["model_dir"] for t in self.tasks if t.reported.result.get("model_dir")), None)
 
+    def job_lines(self) -> list[str]:
+        return [f"Job {j.name}: {j.condition or 'running'}" + (f" ({j.reason})" if j.reason else "") for j in self.jobs]
+
     def table(self) -> str:
         """Jobs, then one row per task: exit codes, restarts, time, what it reported."""
-        lines = [
-            f"Job {j.name}: {j.condition or 'running'}" + (f" ({j.reason})" if j.reason else "") for j in self.jobs
-        ]
         rows = [("TASK", "EXIT CODES", "RESTARTS", "WALL", "RESULT")]
         for t in self.tasks:
             wall = f"{t.seconds:.1f}s" if t.seconds is not None else "-"
             rows.append((t.name, ",".join(map(str, t.exit_codes)) or "-", str(t.restarts), wall, t.reported.outcome()))
-        return "\n".join(lines + [""] + align(rows))
+        return "\n".join(self.job_lines() + [""] + align(rows))
+
+    def status(self) -> str:
+        """The run as it goes: Jobs, the live table, then why tasks wait or failed."""
+        why = [f"  {t.name}: {t.why}" for t in self.tasks if t.why]
+        return "\n".join(self.job_lines() + ["", status_table(self.tasks)] + (["", "Why:", *why] if why else []))
+
+
+def status_table(tasks: Sequence[TaskReport]) -> str:
+    """One row per task: state, restarts, time, latest progress (epoch, loss, accuracy)."""
+    rows = [("TASK", "STATE", "RESTARTS", "TIME", "PROGRESS")]
+    for t in tasks:
+        state = f"{t.state} ({t.detail})" if t.detail else t.state
+        time = f"{t.seconds:5.1f}s" if t.seconds is not None else "-"
+        rows.append((t.name, state, str(t.restarts), time, t.reported.summary()))
+    return "\n".join(align(rows))
 
 
 def align(rows: Sequence[Sequence[str]]) -> list[str]:

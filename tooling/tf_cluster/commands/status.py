@@ -1,0 +1,72 @@
+"""`tf-cluster status RELEASE`: how far a release running on a cluster got, as run-local and smoke show it.
+
+    tf-cluster status tf -n ml                  # once: Jobs, one row per task, why tasks wait
+    tf-cluster status tf -n ml --watch          # redrawn every 5 s until every Job finished (Ctrl-C stops)
+
+Per task (role-index) its newest pod's state (pending with the scheduler's or the kubelet's
+reason, running, succeeded, failed with its exit code and the rule that judged it), its
+restarts (the Job's per-index failure count and container restarts), its time and the latest
+epoch, loss and accuracy from its log; the Jobs with their conditions; and why a gang waits.
+The release's objects are found by the chart's label app.kubernetes.io/instance=RELEASE.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .. import kube
+from ..errors import UsageError
+from ..runner import RunReport
+from ..runner.cluster import release_status
+from . import Subparsers
+
+
+def add_parser(sub: Subparsers) -> None:
+    p = sub.add_parser(
+        "status",
+        help="the status table of a release running on a cluster (state, restarts, epoch, loss per task)",
+        description=__doc__.split("\n\n")[0],
+    )
+    p.add_argument("release", help="Helm release name")
+    p.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig context's, else default)")
+    p.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG or ~/.kube/config (in a pod: its account)")
+    p.add_argument(
+        "-w", "--watch", action="store_true", help="redraw every --interval seconds until every Job finished"
+    )
+    p.add_argument("--interval", type=float, default=5.0, metavar="S", help="[--watch] seconds between redraws (5)")
+    p.set_defaults(func=run)
+
+
+def render(release: str, namespace: str, report: RunReport, gangs: list[str], finished: bool) -> str:
+    """What `status` prints: a heading, the run's status (Jobs, tasks, why they wait), gangs."""
+    done = sum(t.state == "succeeded" for t in report.tasks)
+    head = (
+        f"release {release} in namespace {namespace}: {len(report.jobs)} Job(s), {done}/{len(report.tasks)} tasks done"
+    )
+    head += ", every Job finished" if finished else ""
+    gang_part = ["", "Gangs:", *(f"  {line}" for line in gangs)] if gangs else []
+    return "\n".join([head, "", report.status(), *gang_part])
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.interval <= 0:
+        raise UsageError(f"--interval {args.interval}: a number of seconds above 0")
+    api, namespace = kube.connect(str(args.kubeconfig) if args.kubeconfig else None, args.namespace)
+    redraw = args.watch and sys.stdout.isatty()
+    try:
+        while True:
+            snap, report, gangs = release_status(api, namespace, args.release)
+            text = render(args.release, namespace, report, gangs, snap.finished())
+            if redraw:
+                sys.stdout.write("\x1b[H\x1b[2J")  # home, clear: the table redrawn in place
+            elif args.watch:
+                text = f"--- {time.strftime('%H:%M:%S')}\n{text}"
+            print(text, flush=True)
+            if not args.watch or snap.finished():
+                return 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:  # the way to stop watching: not an error
+        return 0
