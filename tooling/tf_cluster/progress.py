@@ -24,6 +24,7 @@ runner that can read them): the metrics file of Vertex AI's `cloudml-hypertune` 
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
 from dataclasses import dataclass, field
@@ -76,18 +77,26 @@ def parse(line: str) -> Message | None:
 
 
 BACKSPACE = "\x08"
+# Terminal control sequences (CSI: colours, bold): Keras 3 draws its bar with them; a terminal shows none.
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 KERAS_EPOCH = re.compile(r"^Epoch (\d+)/(\d+)\s*$")
-KERAS_METRIC = re.compile(r"\b([a-z_]+): (-?\d+(?:\.\d+)?(?:e[-+]?\d+)?)")
+# `loss: 0.4137`, `f1_score: 0.5`, `loss: 1.2345e-04`, and `loss: nan` / `inf` / `-inf` (Python's float format)
+KERAS_METRIC = re.compile(r"\b([a-z_][a-z0-9_]*): (-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|(?:nan|-?inf)\b)")
 # tf_keras `12/50 [===`, Keras 3 `12/50 ━━━`, verbose=2 `50/50 -`; written to a pipe, a bar follows the previous
 # update's last metric directly (`accuracy: 0.25004/4 [===`): Keras prints metrics with 4 decimals.
-KERAS_BAR = re.compile(r"(?:(?<=\.\d{4})|(?<=\s)|^)\d+/\d+ (?:\[|━|-)")
+KERAS_BAR = re.compile(r"(?:(?<=\.\d{4})|(?<=\s)|^)(\d+)/(\d+) (?:\[|━|-)")
+# Keras' time per step on an epoch's last update (`- 1s 16ms/step`, verbose=2 `- 25ms/step`)
+KERAS_STEP_TIME = re.compile(r"\b(\d+)(s|ms|us)/step\b")
+PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6}
+READING_COUNTS = ("epoch", "epochs", "step")  # TaskProgress.reading(): integers; then these, then `metrics`
+READING_RATES = ("loss", "steps_per_second", "examples_per_second")
 
 
 def fold(line: str) -> str:
     """What a terminal would show of a line redrawn in place: the text after the last carriage
     return, backspaces applied, and of Keras progress bars written to a pipe (every update of an
-    epoch on one line) only the last update."""
-    line = line.rstrip("\r").rsplit("\r", 1)[-1]
+    epoch on one line) only the last update; no colours."""
+    line = ANSI.sub("", line.rstrip("\r").rsplit("\r", 1)[-1])
     while BACKSPACE in line:  # each backspace erases the character before it
         i = line.index(BACKSPACE)
         line = line[: max(i - 1, 0)] + line[i + 1 :]
@@ -97,9 +106,25 @@ def fold(line: str) -> str:
 
 def keras_metrics(line: str) -> dict[str, float]:
     """Metrics of a Keras progress line (`... - loss: 0.4137 - accuracy: 0.8500`), else {}."""
+    line = ANSI.sub("", line)
     if " - " not in line or not KERAS_BAR.search(line):
         return {}
     return {k: float(v) for k, v in KERAS_METRIC.findall(fold(line)) if k not in ("eta",)}
+
+
+def keras_pace(line: str, epoch: int) -> dict[str, float]:
+    """Where a Keras progress line of epoch `epoch` (from 1) is: `step`, counted over the whole run
+    (`12/50` in epoch 3 is step 112), and `steps_per_second` from its time per step, when shown."""
+    shown = fold(line)
+    bars = list(KERAS_BAR.finditer(shown))
+    if not bars:
+        return {}
+    done, per_epoch = int(bars[-1].group(1)), int(bars[-1].group(2))
+    out = {"step": float((epoch - 1) * per_epoch + done)}
+    took = KERAS_STEP_TIME.search(shown, bars[-1].start())
+    if took and int(took.group(1)) > 0:
+        out["steps_per_second"] = PER_SECOND[took.group(2)] / int(took.group(1))
+    return out
 
 
 # cloudml-hypertune (github.com/GoogleCloudPlatform/cloudml-hypertune, hypertune/hypertune.py): every
@@ -110,7 +135,8 @@ HYPERTUNE_ENV = "CLOUD_ML_HP_METRIC_FILE"
 
 
 def hypertune_metrics(text: str) -> dict[str, float]:
-    """The latest value of every metric in a cloudml-hypertune metrics file, with its `step`."""
+    """The latest value of every metric in a cloudml-hypertune metrics file, with its `step` (the
+    library writes global_step "0" for a report that gave none: that is no step)."""
     out: dict[str, float] = {}
     for line in text.splitlines():
         try:
@@ -123,9 +149,13 @@ def hypertune_metrics(text: str) -> dict[str, float]:
             if k in ("timestamp", "trial"):
                 continue
             try:
-                out["step" if k == "global_step" else k] = float(v)
+                number = float(v)
             except (TypeError, ValueError):
-                pass
+                continue
+            if k != "global_step":
+                out[k] = number
+            elif number:
+                out["step"] = number
     return out
 
 
@@ -215,6 +245,7 @@ class TaskProgress:
     files: dict[str, float] = field(default_factory=dict)  # metrics read from files it wrote (hypertune, TensorBoard)
     reports: dict[str, dict[int, float]] = field(default_factory=dict)  # hypertune reports: metric -> {step: value}
     history: dict[str, dict[int, float]] = field(default_factory=dict)  # progress: metric -> {epoch: value}
+    pace: dict[str, float] = field(default_factory=dict)  # from Keras' bar: step (over the run), steps_per_second
     _keras_epoch: tuple[int, int] | None = None
     _metrics_seen: int = 0
 
@@ -233,7 +264,7 @@ class TaskProgress:
             self.add_reports(series)
             return msg
         if not self.speaks_protocol:
-            self.speaks_protocol, self.progress = True, {}
+            self.speaks_protocol, self.progress, self.pace = True, {}, {}
         if msg.kind == "PROGRESS":
             self.progress = msg.data
             self._remember(msg.data)
@@ -252,6 +283,7 @@ class TaskProgress:
         if metrics and self._keras_epoch:
             self.progress = {"epoch": self._keras_epoch[0], "epochs": self._keras_epoch[1], **metrics}
             self._remember(self.progress)
+            self.pace = keras_pace(line, self._keras_epoch[0])
 
     def _remember(self, progress: dict[str, Any]) -> None:
         if not isinstance(progress.get("epoch"), int | float):
@@ -270,6 +302,27 @@ class TaskProgress:
         for line in text.splitlines():
             state.feed(line)
         return state
+
+    def reading(self) -> dict[str, Any]:
+        """The task's progress as numbers, as the chart's launcher exports it (`tf_cluster_task_*`;
+        files/launcher.py reads the same lines by the same rules, tests/progress-corpus holds both to
+        it): `epoch`, `epochs`, `step` (integers), `loss`, `steps_per_second`, `examples_per_second`
+        and `metrics` (every other number), each only when known. Later sources win: Keras' bar
+        (`pace`), the hypertune reports (`files`), the latest progress, the result."""
+        numbers: dict[str, float] = {}
+        for source in (self.pace, self.files, self.progress, self.result):
+            for k, v in source.items():
+                if isinstance(v, int | float) and not isinstance(v, bool):
+                    numbers["step" if k == "global_step" else k] = float(v)
+        out: dict[str, Any] = {}
+        for k in READING_COUNTS:
+            v = numbers.pop(k, None)
+            if v is not None and math.isfinite(v):
+                out[k] = int(v)
+        out.update({k: numbers.pop(k) for k in READING_RATES if k in numbers})
+        if numbers:
+            out["metrics"] = dict(sorted(numbers.items()))
+        return out
 
     def resumed_at(self) -> list[int]:
         """Epochs this task resumed at (BackupAndRestore after a restart), in order."""
