@@ -50,11 +50,13 @@ def test_network_policy_selects_every_training_pod_and_admits_only_the_release(p
     for job in (d for d in docs if d["kind"] == "Job"):
         labels = job["spec"]["template"]["metadata"]["labels"]
         assert all(labels[k] in v for k, v in exprs.items()), job["metadata"]["name"]
-    (rule,) = policy["spec"]["ingress"]
+    rule, metrics = policy["spec"]["ingress"]
     assert rule["ports"] == [{"port": 2222, "protocol": "TCP"}]
     assert rule["from"] == [
         {"podSelector": {"matchLabels": {"app.kubernetes.io/name": "tf-cluster", "app.kubernetes.io/instance": "tf"}}}
     ]
+    # the other rule opens only the exporter's port, to metrics.scrapers (tests/chart/test_task_metrics.py)
+    assert metrics["ports"] == [{"port": 9464, "protocol": "TCP"}] and metrics["from"]
 
 
 def _role_and_tokens(values: dict) -> tuple[dict, str, dict]:

@@ -18,6 +18,7 @@ from typing import TypedDict
 from . import roles
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
+FAILURES_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"  # the index's failures before this pod
 
 
 class TFTask(TypedDict):
@@ -121,6 +122,8 @@ def resolve_env(container: dict, *, index: int, namespace: str, node_cpus: int) 
                 env[name] = str(index)
             elif path == "metadata.namespace":
                 env[name] = namespace
+            elif path == f"metadata.annotations['{FAILURES_ANNOTATION}']":
+                env[name] = "0"  # an index's first pod (run-local resolves each env once; its table counts restarts)
             else:
                 raise ValueError(f"env {name}: fieldRef {path} is not supported here")
         elif "resourceFieldRef" in source:

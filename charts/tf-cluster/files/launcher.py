@@ -37,6 +37,19 @@ Standard library only, so it runs in any image with Python 3.8+.
    (podReplacementPolicy: Failed) replaces it only once it is Failed. This is what Kubernetes'
    PodGC does for a node tainted node.kubernetes.io/out-of-service, without waiting for an admin.
    Should the node come back, its kubelet finds the pod deleted and stops it.
+6. When TF_CLUSTER_METRICS_PORT is set (the chart's metrics.enabled) it serves the task's progress
+   in the Prometheus text format at GET /metrics on that port (any address): it pipes the child's
+   stdout and stderr, copies every byte to its own as it comes (any chunk, unchanged: Keras redraws
+   its bar with \r and \b), and reads the complete lines with the rules of
+   tooling/tf_cluster/progress.py (Keras' epoch lines and bars, the TF_CLUSTER_* protocol, the
+   TF_CLUSTER_METRICS lines of 3.); tests/progress-corpus holds both readers to the same readings.
+   Every series is a gauge labelled release, role, index, run (TF_CLUSTER_RELEASE, TF_CLUSTER_ROLE,
+   JOB_COMPLETION_INDEX or TF_TASK_INDEX, TF_CLUSTER_RUN): tf_cluster_task_state{state=...} (1 for
+   the current of waiting_for_peers, training, stopped_by_leader, exited), tf_cluster_task_epoch,
+   _epochs, _step, _loss, _metric{name=...}, _steps_per_second, _examples_per_second (each once
+   known), _peer_wait_seconds, _last_progress_timestamp_seconds, _start_timestamp_seconds and
+   _index_failures (TF_CLUSTER_INDEX_FAILURES: the pod's job-index-failure-count annotation).
+   Without it the child writes to the launcher's own stdout and stderr, as it always did.
 
 Exit codes:
     0     the command succeeded, or the leading Job completed and the child was stopped
@@ -53,15 +66,19 @@ Environment (set by the chart): TF_CONFIG, TF_CLUSTER_ROLE, TF_TASK_INDEX,
 TF_CLUSTER_NAMESPACE, TF_CLUSTER_LEADER_JOB, TF_CLUSTER_STOP_WITH_LEADER,
 TF_CLUSTER_WAIT_FOR_PEERS, TF_CLUSTER_PEER_TIMEOUT, TF_CLUSTER_POLL_SECONDS,
 TF_CLUSTER_STOP_GRACE, TF_CLUSTER_FENCE_SECONDS, TF_CLUSTER_FENCE_AFTER,
-TF_CLUSTER_RELEASE_SELECTOR; with an interactive coordinator TF_CLUSTER_HEARTBEAT,
+TF_CLUSTER_RELEASE_SELECTOR, TF_CLUSTER_METRICS_PORT, TF_CLUSTER_RELEASE, TF_CLUSTER_RUN,
+TF_CLUSTER_INDEX_FAILURES; with an interactive coordinator TF_CLUSTER_HEARTBEAT,
 TF_CLUSTER_START_TIMEOUT, TF_CLUSTER_HEARTBEAT_TIMEOUT. When TF_NUM_INTRAOP_THREADS is set (the chart derives it
 from the CPU limit) and TF_NUM_INTEROP_THREADS is not, the child gets
 TF_NUM_INTEROP_THREADS=max(2, intra-op). For runs outside Kubernetes (tf-cluster run-local),
 TF_CLUSTER_LEADER_STATUS_FILE replaces the API: a file holding the leading
 Job's condition (Complete / Failed), empty while it runs.
 """
+import codecs
 import json
+import math
 import os
+import re
 import signal
 import socket
 import ssl
@@ -362,10 +379,10 @@ def fence_loop(stop_event, on_peer_lost=None):
                 warned = True
 
 
-def echo_metrics(stop_event, interval=2.0):
+def echo_metrics(stop_event, interval=2.0, on_line=None):
     """Print each report of the hypertune metrics file not printed yet (the library rewrites the
     file with its last 100 reports, each with a timestamp) whenever the file changes, and once
-    more after the child ends."""
+    more after the child ends. `on_line` reads each printed line (the exporter's progress)."""
     path = env("CLOUD_ML_HP_METRIC_FILE", "/tmp/hypertune/output.metrics")
     seen, last = None, -1.0
     while True:
@@ -390,10 +407,386 @@ def echo_metrics(stop_event, interval=2.0):
                 if stamp > last:
                     last = stamp
                     # on a line of its own even when the program left a progress bar open
-                    sys.stdout.write("\nTF_CLUSTER_METRICS %s\n" % line)
+                    with OUTPUT:  # whole, between the child's chunks (metrics.enabled)
+                        sys.stdout.write("\nTF_CLUSTER_METRICS %s\n" % line)
+                        sys.stdout.flush()
+                    if on_line is not None:
+                        on_line("TF_CLUSTER_METRICS %s" % line)
             sys.stdout.flush()
         if stopping:
             return
+
+
+# ------------------------------------------------------------ progress, as Prometheus metrics
+
+# The child's output read with the rules of tooling/tf_cluster/progress.py, the one reader of the
+# progress protocol (its docstring says what the lines mean); tests/progress-corpus holds both
+# readers to the same readings (progress.TaskProgress.reading). Change both or neither.
+PREFIX = "TF_CLUSTER_"
+KINDS = ("PROGRESS", "RESULT", "EVENT", "METRICS")
+BACKSPACE = "\x08"
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+KERAS_EPOCH = re.compile(r"^Epoch (\d+)/(\d+)\s*$")
+KERAS_METRIC = re.compile(r"\b([a-z_][a-z0-9_]*): (-?\d+(?:\.\d+)?(?:e[-+]?\d+)?|(?:nan|-?inf)\b)")
+KERAS_BAR = re.compile(r"(?:(?<=\.\d{4})|(?<=\s)|^)(\d+)/(\d+) (?:\[|\u2501|-)")  # \u2501: Keras 3's bar
+KERAS_STEP_TIME = re.compile(r"\b(\d+)(s|ms|us)/step\b")
+PER_SECOND = {"s": 1.0, "ms": 1e3, "us": 1e6}
+READING_COUNTS = ("epoch", "epochs", "step")
+READING_RATES = ("loss", "steps_per_second", "examples_per_second")
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines() splits
+LONGEST_LINE = 1 << 20  # a line longer is read as it is (a bound on memory, never reached by Keras)
+STATES = ("waiting_for_peers", "training", "stopped_by_leader", "exited")
+OUTPUT = threading.RLock()  # the launcher's stdout: the child's chunks and the METRICS lines, each whole
+
+
+def parse_message(line):
+    """(kind, data) of a protocol line, else None (progress.parse)."""
+    line = line.strip()
+    if not line.startswith(PREFIX):
+        at = line.find(PREFIX + "METRICS {")  # the echo of 3., after a progress bar left open
+        if at < 0:
+            return None
+        line = line[at:]
+    head, _, payload = line.partition(" ")
+    kind = head[len(PREFIX):]
+    if kind not in KINDS:
+        return None
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        return None
+    return (kind, data) if isinstance(data, dict) else None
+
+
+def fold(line):
+    """What a terminal shows of a line redrawn in place (progress.fold)."""
+    line = ANSI.sub("", line.rstrip("\r").rsplit("\r", 1)[-1])
+    if BACKSPACE in line:  # each backspace erases the character before it
+        kept = []
+        for ch in line:
+            if ch != BACKSPACE:
+                kept.append(ch)
+            elif kept:
+                kept.pop()
+        line = "".join(kept)
+    bars = [m.start() for m in KERAS_BAR.finditer(line)]
+    return line[bars[-1]:] if len(bars) > 1 else line
+
+
+def keras_metrics(line):
+    """Metrics of a Keras progress line, else {} (progress.keras_metrics)."""
+    line = ANSI.sub("", line)
+    if " - " not in line or not KERAS_BAR.search(line):
+        return {}
+    return dict((k, float(v)) for k, v in KERAS_METRIC.findall(fold(line)) if k not in ("eta",))
+
+
+def keras_pace(line, epoch):
+    """step (over the run) and steps_per_second of a Keras progress line (progress.keras_pace)."""
+    shown = fold(line)
+    bars = list(KERAS_BAR.finditer(shown))
+    if not bars:
+        return {}
+    done, per_epoch = int(bars[-1].group(1)), int(bars[-1].group(2))
+    out = {"step": float((epoch - 1) * per_epoch + done)}
+    took = KERAS_STEP_TIME.search(shown, bars[-1].start())
+    if took and int(took.group(1)) > 0:
+        out["steps_per_second"] = PER_SECOND[took.group(2)] / int(took.group(1))
+    return out
+
+
+def hypertune_numbers(data):
+    """The numbers of one cloudml-hypertune report (progress.hypertune_metrics)."""
+    out = {}
+    for k, v in data.items():
+        if k in ("timestamp", "trial"):
+            continue
+        try:
+            number = float(v)
+        except (TypeError, ValueError):
+            continue
+        if k != "global_step":
+            out[k] = number
+        elif number:  # the library writes "0" for a report that gave no step
+            out["step"] = number
+    return out
+
+
+class Progress:
+    """What the child reported so far (progress.TaskProgress, the fields its reading needs)."""
+
+    def __init__(self):
+        self.progress, self.result, self.files, self.pace = {}, {}, {}, {}
+        self.speaks_protocol = False
+        self.keras_epoch = None
+
+    def feed(self, line):
+        """Read one output line; True when it shows training going on: a protocol message, Keras
+        beginning an epoch or redrawing its bar (whose values are read only as the epoch's last
+        redraw, by the rule of fold, but which says the task is alive: tf_cluster_task_last_progress)."""
+        msg = parse_message(line)
+        if msg is None:
+            if not self.speaks_protocol:
+                self._feed_keras(line)
+            plain = ANSI.sub("", line)
+            return bool(KERAS_EPOCH.match(plain.strip()) or KERAS_BAR.search(plain))
+        kind, data = msg
+        if kind == "METRICS":
+            self.files.update(hypertune_numbers(data))
+            return True
+        if not self.speaks_protocol:
+            self.speaks_protocol, self.progress, self.pace = True, {}, {}
+        if kind == "PROGRESS":
+            self.progress = data
+        elif kind == "RESULT":
+            self.result = data
+        return True
+
+    def _feed_keras(self, line):
+        epoch = KERAS_EPOCH.match(line.strip())
+        if epoch:
+            self.keras_epoch = (int(epoch.group(1)), int(epoch.group(2)))
+            return
+        metrics = keras_metrics(line)
+        if metrics and self.keras_epoch:
+            self.progress = {"epoch": self.keras_epoch[0], "epochs": self.keras_epoch[1]}
+            self.progress.update(metrics)
+            self.pace = keras_pace(line, self.keras_epoch[0])
+
+    def reading(self):
+        """epoch, epochs, step, loss, steps_per_second, examples_per_second, metrics: each once
+        known (progress.TaskProgress.reading)."""
+        numbers = {}
+        for source in (self.pace, self.files, self.progress, self.result):
+            for k, v in source.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    numbers["step" if k == "global_step" else k] = float(v)
+        out = {}
+        for k in READING_COUNTS:
+            v = numbers.pop(k, None)
+            if v is not None and math.isfinite(v):
+                out[k] = int(v)
+        for k in READING_RATES:
+            if k in numbers:
+                out[k] = numbers.pop(k)
+        if numbers:
+            out["metrics"] = dict(sorted(numbers.items()))
+        return out
+
+
+class Lines:
+    """The complete lines of a byte stream read in chunks, split where str.splitlines() splits the
+    whole text (as the tooling splits a log), each given to `on_line`."""
+
+    def __init__(self, on_line):
+        self.on_line = on_line
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.tail = ""
+
+    def feed(self, data, final=False):
+        parts = (self.tail + self.decoder.decode(data, final)).splitlines(True)
+        self.tail = ""
+        # an unfinished line waits for the rest; so does one ending in \r (\r\n may be split)
+        if parts and not final and (parts[-1][-1] not in LINE_BREAKS or parts[-1][-1] == "\r"):
+            self.tail = parts.pop()
+            if len(self.tail) > LONGEST_LINE:
+                parts.append(self.tail)
+                self.tail = ""
+        for part in parts:
+            if part.endswith("\r\n"):
+                part = part[:-2]
+            elif part[-1] in LINE_BREAKS:
+                part = part[:-1]
+            self.on_line(part)
+
+
+def prometheus_number(v):
+    if isinstance(v, int):
+        return str(v)
+    if math.isnan(v):
+        return "NaN"
+    if math.isinf(v):
+        return "+Inf" if v > 0 else "-Inf"
+    return repr(float(v))
+
+
+def prometheus_labels(pairs):
+    escaped = [(k, str(v).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")) for k, v in pairs]
+    return ",".join('%s="%s"' % kv for kv in escaped)
+
+
+class Metrics:
+    """The task's state and progress, and their Prometheus text (version 0.0.4)."""
+
+    def __init__(self, port, labels, failures=0, started=STARTED):
+        self.port, self.labels, self.failures, self.started = port, labels, failures, started
+        self.lock = threading.Lock()
+        self.progress = Progress()
+        self.state = "waiting_for_peers"
+        self.waited = [None, None]  # the peer wait's start and end (monotonic)
+        self.last_progress = None  # wall clock of the last progress line
+
+    @classmethod
+    def from_env(cls):
+        """The exporter TF_CLUSTER_METRICS_PORT asks for, else None."""
+        port = env("TF_CLUSTER_METRICS_PORT")
+        if not port:
+            return None
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            log("TF_CLUSTER_METRICS_PORT=%r is not a port; no metrics" % port)
+            return None
+        failures = env("TF_CLUSTER_INDEX_FAILURES")
+        labels = [("release", env("TF_CLUSTER_RELEASE")), ("role", env("TF_CLUSTER_ROLE", "task")),
+                  ("index", env("JOB_COMPLETION_INDEX") or env("TF_TASK_INDEX", "0")),
+                  ("run", env("TF_CLUSTER_RUN"))]
+        return cls(int(port), labels, int(failures) if failures.isdigit() else 0)
+
+    def set_state(self, state, unless=()):
+        with self.lock:
+            if self.state not in unless:
+                self.state = state
+
+    def waiting(self, started):
+        with self.lock:
+            self.state, self.waited[0] = "waiting_for_peers", started
+
+    def waited_until(self, ended):
+        with self.lock:
+            self.waited[1] = ended
+
+    def read_line(self, line):
+        with self.lock:
+            if self.progress.feed(line):
+                self.last_progress = time.time()
+
+    def text(self):
+        with self.lock:
+            reading = self.progress.reading()
+            state, last = self.state, self.last_progress
+            start, end = self.waited
+        wait = ((end if end is not None else time.monotonic()) - start) if start is not None else 0.0
+        families = [
+            ("state", "1 for the task's current state, 0 for the others.",
+             [((("state", s),), int(s == state)) for s in STATES]),
+            ("epoch", "Epoch the task last reported (Keras counts from 1).", reading.get("epoch")),
+            ("epochs", "Epochs the task trains for, as it reported.", reading.get("epochs")),
+            ("step", "Training step the task last reported, counted over the run.", reading.get("step")),
+            ("loss", "Loss the task last reported (NaN and Inf as reported).", reading.get("loss")),
+            ("metric", "Every other metric the task last reported, by name.",
+             [((("name", k),), v) for k, v in sorted(reading.get("metrics", {}).items())]),
+            ("steps_per_second", "Training steps per second the task last reported.",
+             reading.get("steps_per_second")),
+            ("examples_per_second", "Examples per second the task last reported.",
+             reading.get("examples_per_second")),
+            ("peer_wait_seconds", "Seconds the task waited for its peers to resolve (growing while it waits).",
+             wait),
+            ("last_progress_timestamp_seconds", "Unix time of the task's last progress line.", last),
+            ("start_timestamp_seconds", "Unix time the task's launcher started.", self.started),
+            ("index_failures", "Failures of this task's index before this pod (the Job's per-index count).",
+             self.failures),
+        ]
+        out = []
+        for name, doc, samples in families:
+            if samples is None or samples == []:
+                continue
+            if not isinstance(samples, list):
+                samples = [((), samples)]
+            name = "tf_cluster_task_" + name
+            out.append("# HELP %s %s" % (name, doc))
+            out.append("# TYPE %s gauge" % name)
+            for extra, value in samples:
+                out.append("%s{%s} %s" % (name, prometheus_labels(list(self.labels) + list(extra)),
+                                          prometheus_number(value)))
+        return "\n".join(out) + "\n"
+
+    def serve(self):
+        """GET /metrics on the port, every address (IPv6 and IPv4 where it can), in a daemon thread."""
+        import http.server
+        import socketserver
+
+        metrics = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                if self.path.split("?", 1)[0] != "/metrics":
+                    body, status, kind = b"not found: the metrics are at /metrics\n", 404, "text/plain"
+                else:
+                    body, status = metrics.text().encode("utf-8"), 200
+                    kind = "text/plain; version=0.0.4; charset=utf-8"
+                self.send_response(status)
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass  # a scrape every few seconds is not news
+
+        def bind(family, host):
+            class Server(http.server.ThreadingHTTPServer):
+                daemon_threads = True
+                address_family = family
+
+                def server_bind(self):
+                    if family == socket.AF_INET6:  # and IPv4, as TensorFlow's server does
+                        self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+                    socketserver.TCPServer.server_bind(self)
+                    self.server_name, self.server_port = "localhost", self.server_address[1]  # no DNS lookup
+
+            return Server((host, self.port), Handler)
+
+        try:
+            try:
+                server = bind(socket.AF_INET6, "::")
+            except OSError:  # no IPv6 here
+                server = bind(socket.AF_INET, "0.0.0.0")
+        except OSError as e:
+            log("cannot serve metrics on port %d (%s); training goes on without them" % (self.port, e))
+            return None
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        log("serving metrics on :%d/metrics" % self.port)
+        return server
+
+
+def write_all(fd, data):
+    """Write all of `data` to `fd`; False once it cannot (a closed stdout: the rest is dropped)."""
+    while data:
+        try:
+            n = os.write(fd, data)
+        except OSError:
+            return False
+        data = data[n:]
+    return True
+
+
+def pump(source, fd, lines):
+    """Copy the child's output (`source`, a pipe) to ours (`fd`) as it comes, and read its lines."""
+    copying = True
+    while True:
+        try:
+            data = os.read(source, 65536)
+        except OSError:
+            data = b""
+        if not data:
+            break
+        if copying:
+            with OUTPUT:
+                copying = write_all(fd, data)
+        lines.feed(data)
+    lines.feed(b"", final=True)
+
+
+def start_child(argv, metrics):
+    """The child process and, with `metrics`, the threads that pump its piped stdout and stderr."""
+    if metrics is None:
+        return subprocess.Popen(argv), []
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    pumps = []
+    for pipe, fd in ((proc.stdout, 1), (proc.stderr, 2)):
+        pumps.append(threading.Thread(target=pump, args=(pipe.fileno(), fd, Lines(metrics.read_line)), daemon=True))
+        pumps[-1].start()
+    metrics.set_state("training")
+    return proc, pumps
 
 
 def stop_child(proc, grace):
@@ -425,6 +818,9 @@ def run(argv):
     fences = float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0
     if fences and not coordinator:
         threading.Thread(target=fence_loop, daemon=True, args=(fencing,)).start()
+    metrics = Metrics.from_env()  # None: metrics.enabled=false, the child writes to our stdout itself
+    if metrics is not None:
+        metrics.serve()
 
     def leader_finished():
         """A task (re)started after the leading Job ended has nothing to serve: say so, exit."""
@@ -436,19 +832,27 @@ def run(argv):
 
     def finished_exit():
         log("%s is already %s; nothing to do" % (leader_name(), finished["leader"]))
+        if metrics is not None:
+            metrics.set_state("exited")
         return EXIT_LEADER_FAILED if finished["leader"] == "Failed" else 0
 
     if leader_finished():
         return finished_exit()
     if hosts and env("TF_CLUSTER_WAIT_FOR_PEERS", "true") == "true":
         timeout = float(env("TF_CLUSTER_PEER_TIMEOUT", "600"))
+        if metrics is not None:
+            metrics.waiting(time.monotonic())
         missing = wait_for_peers(hosts, timeout, give_up=leader_finished)
+        if metrics is not None:
+            metrics.waited_until(time.monotonic())
         if finished:
             return finished_exit()
         if missing:
             log("gave up after %ds: %d peer(s) never resolved: %s. Check that their pods "
                 "exist (kubectl get pods) and that the headless Service publishes not-ready "
                 "addresses." % (timeout, len(missing), ", ".join(missing)))
+            if metrics is not None:
+                metrics.set_state("exited")
             return EXIT_PEERS_TIMEOUT
 
     if not env("TF_CONFIG"):
@@ -461,9 +865,11 @@ def run(argv):
         os.environ["TF_NUM_INTEROP_THREADS"] = str(max(2, int(intra)))
     log("starting: %s" % " ".join(argv))
     try:
-        proc = subprocess.Popen(argv)
+        proc, pumps = start_child(argv, metrics)
     except OSError as e:
         log("cannot start %s: %s" % (argv[0], e))
+        if metrics is not None:
+            metrics.set_state("exited")
         return 127
     outcome = {}
     grace = float(env("TF_CLUSTER_STOP_GRACE", "20"))
@@ -489,7 +895,8 @@ def run(argv):
     signal.signal(signal.SIGINT, forward)
 
     stop_event = threading.Event()
-    echo = threading.Thread(target=echo_metrics, daemon=True, args=(stop_event,))
+    echo = threading.Thread(target=echo_metrics, daemon=True, args=(stop_event,),
+                            kwargs={"on_line": metrics.read_line if metrics is not None else None})
     echo.start()
     if fences and coordinator:
         def on_peer_lost(names):
@@ -502,6 +909,8 @@ def run(argv):
     if stops_with_leader:
         def on_finished(cond):
             outcome["leader"] = cond
+            if metrics is not None:
+                metrics.set_state("stopped_by_leader")
             stop_child(proc, grace)
         threading.Thread(target=watch_leader, daemon=True,
                          args=(float(env("TF_CLUSTER_POLL_SECONDS", "5")), on_finished,
@@ -510,6 +919,11 @@ def run(argv):
     rc = proc.wait()
     stop_event.set()
     echo.join(5)
+    deadline = time.monotonic() + 5  # the child's last output; a process it left behind may hold the pipes
+    for t in pumps:
+        t.join(max(0.0, deadline - time.monotonic()))
+    if metrics is not None:
+        metrics.set_state("exited", unless=("stopped_by_leader",))
     if outcome.get("leader") == "Complete":
         if env("TF_CLUSTER_HEARTBEAT"):
             log("%s is done; task stopped (exit 0)" % leader_name())

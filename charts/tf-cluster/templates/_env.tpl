@@ -33,6 +33,7 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
   (dict "name" "HOME" "value" "/tmp")
 -}}
 {{- $env = concat $env (include "tf-cluster.coordinatorEnv" $ctx | fromJsonArray) -}}
+{{- $env = concat $env (include "tf-cluster.metricsEnv" $ctx | fromJsonArray) -}}
 {{- if include "tf-cluster.setsTfConfig" $r -}}
 {{- $env = append $env (dict "name" "TF_CONFIG" "value" (include "tf-cluster.tfConfig" $r)) -}}
 {{- end -}}
@@ -121,6 +122,22 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
   (dict "name" "TF_CLUSTER_HEARTBEAT" "value" (include "tf-cluster.jobName" (dict "context" . "role" "chief")))
   (dict "name" "TF_CLUSTER_START_TIMEOUT" "value" (toString $n.startTimeoutSeconds))
   (dict "name" "TF_CLUSTER_HEARTBEAT_TIMEOUT" "value" (toString $n.heartbeatTimeoutSeconds)) -}}
+{{- end -}}
+{{- toJson $env -}}
+{{- end -}}
+
+{{/* With metrics.enabled, what the launcher's exporter needs (files/launcher.py, 6.): its port and
+     its series' labels (release, run; the role and index it has already), and the failures of the
+     pod's index before it (the annotation the Job controller sets with backoffLimitPerIndex; empty
+     before the first failure). JSON list; nothing without metrics. */}}
+{{- define "tf-cluster.metricsEnv" -}}
+{{- $env := list -}}
+{{- if .Values.metrics.enabled -}}
+{{- $env = list
+  (dict "name" "TF_CLUSTER_METRICS_PORT" "value" (toString .Values.metrics.port))
+  (dict "name" "TF_CLUSTER_RELEASE" "value" .Release.Name)
+  (dict "name" "TF_CLUSTER_RUN" "value" (default "none" (include "tf-cluster.runSuffix" .)))
+  (dict "name" "TF_CLUSTER_INDEX_FAILURES" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-index-failure-count']"))) -}}
 {{- end -}}
 {{- toJson $env -}}
 {{- end -}}

@@ -29,7 +29,7 @@ metadata:
     {{- with $gangMeta.annotations }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
-    {{- with (merge (deepCopy (default dict $role.podAnnotations)) (deepCopy (default dict $v.podAnnotations))) }}
+    {{- with (merge (deepCopy (default dict $role.podAnnotations)) (deepCopy (default dict $v.podAnnotations)) (include "tf-cluster.scrapeAnnotations" $ctx | fromJson)) }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
 spec:
@@ -93,11 +93,18 @@ spec:
       envFrom:
         {{- toYaml . | nindent 8 }}
       {{- end }}
-      {{- if $traits.port }}
+      {{- if or $traits.port $v.metrics.enabled }}
       ports:
+        {{- if $traits.port }}
         - name: tf
           containerPort: {{ $v.port }}
           protocol: TCP
+        {{- end }}
+        {{- if $v.metrics.enabled }}
+        - name: metrics
+          containerPort: {{ $v.metrics.port }}
+          protocol: TCP
+        {{- end }}
       {{- end }}
       {{- $resources := include "tf-cluster.containerResources" (dict "role" $role "context" $ctx) | fromJson -}}
       {{- with $resources }}
@@ -110,6 +117,20 @@ spec:
         {{- include "tf-cluster.volumeMounts" $ctx | nindent 8 }}
   volumes:
     {{- include "tf-cluster.volumes" $ctx | nindent 4 }}
+{{- end -}}
+
+{{/* The `prometheus.io/*` annotations that let an annotation-driven Prometheus scrape a task's
+     exporter: with metrics.enabled and metrics.annotations, when no PodMonitor renders
+     (tf-cluster.monitoring.renders); the pod's own podAnnotations win a clash. JSON map.
+     A PodMonitor appearing (`auto`, the Operator installed later) drops them: a new pod template,
+     so new Job names on the next upgrade. */}}
+{{- define "tf-cluster.scrapeAnnotations" -}}
+{{- $m := .Values.metrics -}}
+{{- $out := dict -}}
+{{- if and $m.enabled $m.annotations (not (include "tf-cluster.monitoring.renders" (dict "context" . "object" "podMonitor"))) -}}
+{{- $out = dict "prometheus.io/scrape" "true" "prometheus.io/port" (toString $m.port) "prometheus.io/path" "/metrics" -}}
+{{- end -}}
+{{- toJson $out -}}
 {{- end -}}
 
 {{/* A training container's resources: the role's, its GPUs as limits and requests, and

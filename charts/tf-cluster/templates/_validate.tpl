@@ -106,5 +106,8 @@ and nothing renders on failure (Helm renders every template before it prints any
 {{- if and $v.notebook.enabled $v.notebook.ingress.enabled (ne $v.notebook.ingress.path "/") (hasSuffix "/" $v.notebook.ingress.path) -}}
 {{- fail (printf "notebook.ingress.path=%q: leave off the trailing '/' (e.g. /jupyter)" $v.notebook.ingress.path) -}}
 {{- end -}}
+{{- if and $v.metrics.enabled (eq (int $v.metrics.port) (int $v.port)) -}}
+{{- fail (printf "metrics.port=%d is TensorFlow's port (port=%d): the launcher's exporter and the task's TensorFlow server would both listen on it in every pod; set metrics.port to a free port (default 9464), or metrics.enabled=false" (int $v.metrics.port) (int $v.port)) -}}
+{{- end -}}
 {{- include "tf-cluster.tfConfigSizeCheck" . -}}
 {{- end -}}
