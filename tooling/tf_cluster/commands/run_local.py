@@ -103,6 +103,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"  isolation: {isolation(cluster)}", flush=True)
     for addr, local in cluster.address_map.items():
         print(f"  {addr} -> {local}")
+    for task in cluster.tasks():
+        if task.metrics_url:
+            print(f"  {task.name} metrics -> {task.metrics_url}")
     report = runner.run(args.timeout, on_update=lambda text: print(text, flush=True))
     print(summary(report, workdir, cluster), flush=True)
     if not report.ok:

@@ -45,6 +45,7 @@ LAUNCHER_MOUNT = "/opt/tf-cluster/launcher"
 SANDBOX = Path(__file__).with_name("sandbox.py")
 POD_VENV = "/opt/venv"  # images/Dockerfile.j2: the image's Python environment
 POD_API = "/run/tf-cluster"  # isolated tasks read the leading Job's condition here
+METRICS_PORT_ENV = "TF_CLUSTER_METRICS_PORT"  # the chart's metrics.port: the launcher serves /metrics there
 IMAGE_WORKDIR = "/tmp"  # images/Dockerfile.j2: WORKDIR, and the home of its user 1000
 IMAGE_ENV = {  # images/Dockerfile.j2: ENV (checked by a test)
     "PIP_NO_CACHE_DIR": "1",
@@ -135,6 +136,13 @@ class Task:
     def events(self) -> list[Any]:
         return self.reported.events
 
+    @property
+    def metrics_url(self) -> str:
+        """Where its launcher serves its metrics (metrics.enabled: on its own localhost port, as its
+        TensorFlow port is), else ''."""
+        port = self.env.get(METRICS_PORT_ENV)
+        return f"http://localhost:{port}/metrics" if port else ""
+
 
 OnLine = Callable[[Task, str], None]
 
@@ -217,6 +225,7 @@ class TaskMaker:
     ) -> None:
         self.workdir, self.python, self.isolated = workdir, python, isolated
         self.address_map, self.leader_file, self.poll_seconds = address_map, leader_file, poll_seconds
+        self.ports_taken = {int(a.rsplit(":", 1)[1]) for a in address_map.values()}
 
     def task(self, pod: Pod) -> Task:
         mounts = self.mounts(pod)
@@ -290,8 +299,18 @@ class TaskMaker:
             f"{POD_API}/{self.leader_file.name}" if self.isolated else str(self.leader_file)
         )
         env["TF_CLUSTER_POLL_SECONDS"] = str(self.poll_seconds)
+        if METRICS_PORT_ENV in env:  # every pod has the same metrics.port; here they share one network
+            env[METRICS_PORT_ENV] = str(self._free_port())
         env["TF_CLUSTER_FENCE_SECONDS"] = "0"  # one machine, no API: no node to lose, nothing to fence
         return env
+
+    def _free_port(self) -> int:
+        """A free localhost port no task of this run has been given yet."""
+        while True:
+            (port,) = free_ports(1)
+            if port not in self.ports_taken:
+                self.ports_taken.add(port)
+                return port
 
     def _sandboxed(self, pod: Pod, mounts: list[Mount], argv: list[str], env: dict[str, str]) -> list[str]:
         """The argv that runs the task through sandbox.py, in its pod's namespaces (its spec file written)."""
