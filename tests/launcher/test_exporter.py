@@ -14,7 +14,7 @@ import urllib.request
 
 import pytest
 
-from tf_cluster import CHART
+from tf_cluster import CHART, ROOT
 from tf_cluster.localrun.processes import free_ports
 
 LAUNCHER = CHART / "files" / "launcher.py"
@@ -272,14 +272,9 @@ def test_the_series_served_are_those_the_alerts_and_dashboard_read():
 
     m = launcher.Metrics(9464, list(LABELS.items()))
     m.waiting(time.monotonic())
-    for line in [
-        "Epoch 1/2",
-        "4/4 [=====] - 0s 5ms/step - loss: 0.5 - accuracy: 0.75",
-        'TF_CLUSTER_PROGRESS {"epoch": 1, "epochs": 2, "loss": 0.5, "auc": 0.5,'
-        ' "steps_per_second": 8.0, "examples_per_second": 512.0}',
-    ]:
-        m.read_line(line)
-    m.read_line('TF_CLUSTER_METRICS {"global_step": "4", "trial": "0", "timestamp": 1.0}')
+    # a custom loop's protocol lines, with every number a line can carry (the corpus's case)
+    for line in (ROOT / "tests" / "progress-corpus" / "protocol-step-and-throughput.txt").open():
+        m.read_line(line.rstrip("\n"))
     served = {line.split()[2] for line in m.text().splitlines() if line.startswith("# TYPE ")}
     assert served == promql.EXPORTED
     assert all(f"# TYPE {name} gauge" in m.text() for name in served)
