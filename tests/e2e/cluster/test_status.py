@@ -56,7 +56,7 @@ def test_status_shows_every_tasks_epoch_while_it_trains_then_watches_it_finish(a
     merged = tf_cluster("logs", "st", "-n", ns)
     assert merged.returncode == 0, merged.stderr
     for task in ("worker-0", "worker-1"):  # the progress protocol in words, as run-local prints it
-        assert re.search(rf"^\[{task}\] epoch \d+/10  loss \d", merged.stdout, re.M), merged.stdout[-3000:]
+        assert re.search(rf"^\[{task}\] epoch \d+/10 .*loss \d", merged.stdout, re.M), merged.stdout[-3000:]
 
     t0 = time.monotonic()
     watched = tf_cluster("status", "st", "-n", ns, "--watch", "--interval", "5", timeout=900)
@@ -71,7 +71,7 @@ def test_status_shows_every_tasks_epoch_while_it_trains_then_watches_it_finish(a
     followed = tf_cluster("logs", "st", "-n", ns, "--follow", "--role", "worker", timeout=120)
     assert followed.returncode == 0, followed.stderr  # every Job finished: the streams end, so does logs -f
     for task in ("worker-0", "worker-1"):
-        assert re.search(rf"^\[{task}\] epoch 10/10  loss \d", followed.stdout, re.M), followed.stdout[-3000:]
+        assert re.search(rf"^\[{task}\] epoch 10/10 .*loss \d", followed.stdout, re.M), followed.stdout[-3000:]
 
 
 def test_status_explains_a_gang_too_big_to_fit(api, ns):
