@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from .. import kube, podlogs, roles
 from ..runner.cluster import pod_state, read_release
-from . import Subparsers
+from . import Subparsers, add_release_args
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -26,9 +25,7 @@ def add_parser(sub: Subparsers) -> None:
         help="every task's log of a release on a cluster, merged, each line under [role-i]",
         description=__doc__.split("\n\n")[0],
     )
-    p.add_argument("release", help="Helm release name")
-    p.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig context's, else default)")
-    p.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG or ~/.kube/config (in a pod: its account)")
+    add_release_args(p)
     p.add_argument(
         "-f",
         "--follow",

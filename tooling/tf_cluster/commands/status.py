@@ -15,13 +15,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
 from .. import kube
 from ..errors import UsageError
 from ..runner import RunReport
 from ..runner.cluster import release_status
-from . import Subparsers
+from . import Subparsers, add_release_args
 
 
 def add_parser(sub: Subparsers) -> None:
@@ -30,9 +29,7 @@ def add_parser(sub: Subparsers) -> None:
         help="the status table of a release running on a cluster (state, restarts, epoch, loss per task)",
         description=__doc__.split("\n\n")[0],
     )
-    p.add_argument("release", help="Helm release name")
-    p.add_argument("-n", "--namespace", help="its namespace (default: the kubeconfig context's, else default)")
-    p.add_argument("--kubeconfig", type=Path, help="default: $KUBECONFIG or ~/.kube/config (in a pod: its account)")
+    add_release_args(p)
     p.add_argument(
         "-w", "--watch", action="store_true", help="redraw every --interval seconds until every Job finished"
     )
