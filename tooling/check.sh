@@ -43,11 +43,28 @@ finish() {  # finish PID NAME LOG: wait for it, showing its last step every 30 s
   return "$status"
 }
 
+# Free disk where the builds, the image stores and the node write (all under / here), logged at
+# the start, once the builds are done and at the end: a cold run writes ~NEED_GB (the venvs, the
+# images in podman and in three containerd stores, the node's data; its Go caches are removed as
+# soon as its builds end: TF_CLUSTER_GO_SCRATCH). Less than that free: a warning saying so.
+NEED_GB=30
+disk() {  # disk WHEN
+  local avail size
+  read -r avail size < <(df -Pk "$HOME" /var/lib 2>/dev/null | awk 'NR>1 {print $4, $2}' | sort -n | head -1)
+  say "disk $1: $((avail / 1048576)) GB free of $((size / 1048576)) GB"
+  if [ "$1" = "at the start" ] && [ "$avail" -lt $((NEED_GB * 1048576)) ]; then
+    say "WARNING: a cold run writes about $NEED_GB GB and only $((avail / 1048576)) GB is free: builds or"
+    say "  pods may fail for want of space. Free some (podman system prune; hack/node down --purge) or"
+    say "  run on a larger disk."
+  fi
+}
+
 stop_background() {
   for pid in ${pids[@]+"${pids[@]}"}; do kill -- "-$pid" 2>/dev/null; done
 }
 
-background "node components" build/node-build.log env K8S_VERSION="$node_k8s" bash hack/node/build.sh
+disk "at the start"
+background "node components" build/node-build.log env K8S_VERSION="$node_k8s" TF_CLUSTER_GO_SCRATCH=1 bash hack/node/build.sh
 nb=${pids[-1]}
 make --no-print-directory setup || rc=$?
 if [ "$rc" = 0 ]; then
@@ -61,9 +78,12 @@ if [ "$rc" != 0 ]; then
 else
   finish "$im" "images" build/images.log || rc=$?
   finish "$nb" "node components" build/node-build.log || rc=$?
+  grep -h 'Go caches of these builds removed' build/node-build.log | sed 's/^/[check] /'
+  disk "once the builds are done"
 fi
 if [ "$rc" = 0 ]; then
   "${TIME[@]}" e2e -- make --no-print-directory e2e MARK="$mark" || rc=$?
 fi
+disk "at the end"
 python3 tooling/timings.py report
 exit "$rc"

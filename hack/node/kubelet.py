@@ -63,15 +63,22 @@ def up_node(ip: str, images: list[str], node: Node = HOST_NODE) -> None:
         "hairpinMode": "hairpin-veth",
         "serializeImagePulls": False,
         "maxPods": 110,
-        # a CI disk may be nearly full: evict only when it truly is
+        # A CI disk may be nearly full: evict only when it truly is. Absolute figures, not percents:
+        # 1% of a 252 GB disk is 2.5 GB, which a CI machine's build caches can leave it under.
         "evictionHard": {
             "memory.available": "100Mi",
-            "nodefs.available": "1%",
-            "imagefs.available": "1%",
+            "nodefs.available": "256Mi",
+            "imagefs.available": "256Mi",
             "nodefs.inodesFree": "1%",
         },
-        "imageGCHighThresholdPercent": 99,
-        "imageGCLowThresholdPercent": 98,
+        # No image garbage collection (100 turns it off): nothing here can be pulled again (no
+        # registry; `node up` imports the images), and the kubelet counts the whole disk, so a disk
+        # filled by others made it remove the sandbox ("pause") image and the trainer images
+        # mid-run (containerd 1.6 does not pin the sandbox image): every new pod then hung in
+        # ContainerCreating ("failed to pull image localhost/tf-cluster/pause:1"). A cold CI run
+        # failed that way.
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
         "staticPodPath": str(state / "manifests"),
         "volumePluginDir": str(state / "kubelet-plugins"),
         "shutdownGracePeriod": "0s",
