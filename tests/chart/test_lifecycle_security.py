@@ -77,26 +77,53 @@ def _role_and_tokens(values: dict) -> tuple[dict, str, dict]:
     return role, chief, tokens
 
 
-def test_without_the_fence_the_role_is_read_only_and_limited_to_the_leading_job():
-    role, chief, tokens = _role_and_tokens({**example(PS_EVAL), "nodeLoss": {"fence": False}})
-    for rule in role["rules"]:
-        assert set(rule["verbs"]) <= {"get", "list", "watch"}
-        assert rule["resourceNames"] == [chief]
-    assert tokens == {"chief": False, "worker": True, "ps": True, "evaluator": True}
-
-
-def test_the_fence_adds_list_pods_and_patch_pod_status_only():
-    """nodeLoss.fence (default): every task lists the release's pods and may mark one Failed."""
-    role, chief, tokens = _role_and_tokens(example(PS_EVAL))
-    rules = {
+def rules_of(role: dict) -> dict:
+    return {
         (tuple(r["apiGroups"]), tuple(r["resources"]), tuple(r["verbs"])): r.get("resourceNames") for r in role["rules"]
     }
-    assert rules == {
-        (("batch",), ("jobs",), ("get",)): [chief],
-        (("",), ("pods",), ("list",)): None,
+
+
+def test_without_the_fence_the_role_only_reads_the_leading_job_and_pods():
+    """Reads only: the leading Job by name (get, and list/watch naming it), the pods (a task waits
+    for its peers' pods before it looks their names up)."""
+    role, chief, tokens = _role_and_tokens({**example(PS_EVAL), "nodeLoss": {"fence": False}})
+    assert rules_of(role) == {
+        (("batch",), ("jobs",), ("get", "list", "watch")): [chief],
+        (("",), ("pods",), ("list", "watch")): None,
+    }
+    assert set(tokens.values()) == {True}  # the chief waits for its peers' pods
+
+
+def test_a_single_task_mounts_no_token_and_gets_no_role():
+    docs = render(
+        {
+            **example(PS_EVAL),
+            "roles": {
+                "chief": {"replicas": 0},
+                "worker": {"replicas": 1},
+                "ps": {"replicas": 0},
+                "evaluator": {"replicas": 0},
+            },
+            "strategy": "multiWorkerMirrored",
+            "nodeLoss": {"fence": False},
+            "tests": {"enabled": False},
+        }
+    )
+    assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
+    assert {d["spec"]["template"]["spec"]["automountServiceAccountToken"] for d in docs if d["kind"] == "Job"} == {
+        False
+    }
+
+
+def test_the_fence_adds_patch_pod_status_only():
+    """nodeLoss.fence (default): a few tasks watch the release's pods and may mark one Failed."""
+    role, chief, tokens = _role_and_tokens(example(PS_EVAL))
+    assert rules_of(role) == {
+        (("batch",), ("jobs",), ("get", "list", "watch")): [chief],
+        (("",), ("pods",), ("list", "watch")): None,
         (("",), ("pods/status",), ("patch",)): None,
     }
-    assert set(tokens.values()) == {True}  # the chief fences too
+    assert set(tokens.values()) == {True}
 
 
 def test_a_changed_training_spec_is_a_new_run_and_an_unchanged_one_the_same_bytes():

@@ -77,8 +77,8 @@ def test_rbac_least_privilege_one_secret_one_heartbeat_by_name():
     docs = render(values())
     launcher = named(docs, "Role", "-launcher")
     (rule, *fence) = launcher["rules"]
-    assert fence == [  # nodeLoss.fence: list the release's pods, mark a stranded one Failed
-        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+    assert fence == [  # peers' pods and nodeLoss.fence: watch the release's pods, mark a stranded one Failed
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     ]
     beat = next(c["metadata"]["name"] for c in by_kind(docs, "ConfigMap") if "-chief-" in c["metadata"]["name"])

@@ -303,6 +303,9 @@ def test_launcher_stops_a_server_through_the_api_when_the_chief_job_ends(apiserv
     cfg.api_key = {"authorization": "Bearer " + (sa_dir / "token").read_text()}
     limited = client.ApiClient(cfg)
     assert client.BatchV1Api(limited).read_namespaced_job(chief, namespace).metadata.name == chief
+    # ... and watches it (a list or watch naming it with fieldSelector metadata.name is a request for it)
+    named = client.BatchV1Api(limited).list_namespaced_job(namespace, field_selector=f"metadata.name={chief}")
+    assert [j.metadata.name for j in named.items] == [chief]
     with pytest.raises(client.ApiException) as e:
         client.BatchV1Api(limited).list_namespaced_job(namespace)
     assert e.value.status == 403
@@ -341,8 +344,99 @@ def test_launcher_stops_a_server_through_the_api_when_the_chief_job_ends(apiserv
     _, err = proc.communicate(timeout=60)
     stopped_after = time.monotonic() - t0
     assert proc.returncode == rc, err
-    assert stopped_after < 5, f"stopped {stopped_after:.1f}s after the Job ended (poll 1s)"
+    assert stopped_after < 5, f"stopped {stopped_after:.1f}s after the Job ended (watched)"
     assert f"Job {chief} is {outcome}" in err
+    assert f"will stop when Job {chief} finishes (watched)" in err, err
+
+
+def test_a_worker_waits_for_the_leaders_pod_through_a_watch_before_any_dns_lookup(apiserver, namespace, tmp_path):
+    """MultiWorkerMirrored worker 1 waits for the coordination leader (worker 0) alone: its pod is
+    watched (none yet, then no IP, then an IP) and only then is its name looked up. Here no DNS
+    answers for it (no CoreDNS in this suite), which the launcher says, naming the peer, and gives up
+    at its peer timeout (exit 4). The real node shows the names resolving (tests/e2e/cluster)."""
+    api = apiserver["api"]
+    from kubernetes import client, utils
+
+    docs = helm.parse(helm.template([ROOT / "values-examples" / "mwms-cpu.yaml"], release="mw", namespace=namespace))
+    for doc in docs:
+        if doc["kind"] != "Pod":
+            utils.create_from_dict(api, doc, namespace=namespace)
+    (job,) = [d for d in docs if d["kind"] == "Job" and "-worker-" in d["metadata"]["name"]]
+    pod_spec = job["spec"]["template"]["spec"]
+    job_env = {e["name"]: e.get("value") for e in pod_spec["containers"][0]["env"] if "value" in e}
+    leader = f"{job['metadata']['name']}-0"
+    sa_dir = token_for(apiserver, namespace, "mw-tf-cluster", tmp_path)
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TF_")},
+        **{k: v for k, v in job_env.items() if k.startswith("TF_")},
+        "TF_CONFIG": job_env["TF_CONFIG"].replace("$(TF_TASK_INDEX)", "1"),
+        "TF_TASK_INDEX": "1",
+        "TF_CLUSTER_NAMESPACE": namespace,
+        "TF_CLUSTER_PEER_TIMEOUT": "25",
+        "TF_CLUSTER_FENCE_SECONDS": "0",
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(apiserver["port"]),
+        "TF_CLUSTER_SA_DIR": str(sa_dir),
+    }
+    env.pop("TF_CLUSTER_METRICS_PORT", None)
+    proc = subprocess.Popen(
+        [sys.executable, str(LAUNCHER), "--", sys.executable, "-c", "print('trained')"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[tuple[float, str]] = []
+
+    def until(text: str, timeout: float = 15) -> float:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            line = proc.stderr.readline()
+            if not line:
+                break
+            lines.append((time.monotonic(), line))
+            if text in line:
+                return time.monotonic()
+        raise AssertionError(f"no {text!r} in the launcher's log:\n" + "".join(t for _, t in lines))
+
+    until(f"{leader}.mw-tf-cluster (no pod yet)")
+    core = client.CoreV1Api(api)
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": f"{leader}-abcde",
+            "labels": {
+                **job["spec"]["template"]["metadata"]["labels"],
+                "batch.kubernetes.io/job-name": job["metadata"]["name"],
+                "batch.kubernetes.io/job-completion-index": "0",
+            },
+        },
+        "spec": {
+            "hostname": leader,
+            "subdomain": pod_spec["subdomain"],
+            "nodeName": "node-a",
+            "serviceAccountName": "mw-tf-cluster",  # no controller-manager here: no `default` account
+            "automountServiceAccountToken": False,
+            "containers": [{"name": "tensorflow", "image": "tf-cluster-trainer:test"}],
+        },
+    }
+    core.create_namespaced_pod(namespace, pod)
+    until("on node node-a, no IP yet")
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    core.patch_namespaced_pod_status(
+        pod["metadata"]["name"],
+        namespace,
+        {"status": {"phase": "Running", "podIP": "10.244.0.7", "podIPs": [{"ip": "10.244.0.7"}], "startTime": now}},
+    )
+    t_ip = time.monotonic()
+    t_seen = until("have an IP but DNS does not answer for them yet")
+    assert t_seen - t_ip < 3, f"the watch saw the pod's IP {t_seen - t_ip:.1f}s after it was set"
+    _, rest = proc.communicate(timeout=60)
+    err = "".join(t for _, t in lines) + rest
+    assert proc.returncode == 4, err
+    assert f"peer(s) never resolved: {leader}.mw-tf-cluster" in err, err
+    assert "trained" not in err
 
 
 def job_uids(api, namespace):

@@ -260,3 +260,96 @@ def test_a_pod_is_stranded_when_no_kubelet_ended_it_past_its_deletion_deadline(d
     now = launcher.parse_time("2026-11-25T12:00:05Z")
     pod = {"metadata": {"name": "p", **({"deletionTimestamp": deleted} if deleted else {})}, "status": {"phase": phase}}
     assert launcher.stranded(pod, now, after=10) is want
+
+
+def tf_config(**roles: int) -> str:
+    return json.dumps(
+        {"cluster": {r: [f"r-{r}-0a1b2c-{i}.r:2222" for i in range(n)] for r, n in roles.items()}, "task": {}}
+    )
+
+
+def host(role: str, i: int) -> str:
+    return f"r-{role}-0a1b2c-{i}.r"
+
+
+@pytest.mark.parametrize(
+    "strategy,roles,role,want",
+    [
+        # MultiWorkerMirrored: the coordination service's leader only (the chief, else worker 0),
+        # itself included (its agent connects to its own service by name)
+        ("multiWorkerMirrored", {"worker": 3}, "worker", [host("worker", 0)]),
+        ("multiWorkerMirrored", {"chief": 1, "worker": 2}, "worker", [host("chief", 0)]),
+        ("multiWorkerMirrored", {"chief": 1, "worker": 2}, "chief", [host("chief", 0)]),
+        ("multiWorkerMirrored", {"worker": 2}, "evaluator", []),  # not in the cluster: reads checkpoints
+        # ParameterServer: the coordinator connects to every task; the servers to nobody at start
+        (
+            "parameterServer",
+            {"chief": 1, "worker": 2, "ps": 1},
+            "chief",
+            [host("chief", 0), host("ps", 0), host("worker", 0), host("worker", 1)],
+        ),
+        ("parameterServer", {"chief": 1, "worker": 2, "ps": 1}, "worker", []),
+        ("parameterServer", {"chief": 1, "worker": 2, "ps": 1}, "ps", []),
+        ("parameterServer", {"chief": 1, "worker": 2, "ps": 1}, "evaluator", []),
+        # custom: nothing known of its program, every host
+        ("custom", {"worker": 2, "ps": 1}, "worker", [host("ps", 0), host("worker", 0), host("worker", 1)]),
+    ],
+)
+def test_a_task_waits_only_for_the_peers_its_tensorflow_contacts_at_start(strategy, roles, role, want):
+    assert launcher.peers_needed(tf_config(**roles), strategy, role) == want
+
+
+@pytest.mark.parametrize(
+    "roles,fencers",
+    [
+        # the first two of the leading role and the first of each other role: any one node may go
+        ({"worker": 4}, {("worker", 0), ("worker", 1)}),
+        ({"chief": 1, "worker": 3}, {("chief", 0), ("worker", 0)}),
+        ({"chief": 1, "worker": 3, "ps": 2}, {("chief", 0), ("worker", 0), ("ps", 0)}),
+    ],
+)
+def test_a_few_tasks_fence_not_every_task(roles, fencers):
+    config = tf_config(**roles)
+    every = {(r, i) for r, n in roles.items() for i in range(n)} | {("evaluator", 0)}
+    assert {(r, i) for r, i in every if launcher.fences(config, r, i)} == fencers
+
+
+def pod(hostname, ip=None, deleted=False, scheduled=None, node=None):
+    return {
+        "metadata": {"name": hostname + "-xyz", **({"deletionTimestamp": "2026-11-25T12:00:00Z"} if deleted else {})},
+        "spec": {"hostname": hostname, "subdomain": "r", **({"nodeName": node} if node else {})},
+        "status": {
+            **({"podIP": ip} if ip else {}),
+            "conditions": [{"type": "PodScheduled", "status": "False", "message": scheduled}] if scheduled else [],
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    "pods,published,why",
+    [
+        ([], False, "no pod yet"),
+        (
+            [pod("r-worker-0a1b2c-0", scheduled="0/3 nodes are available: 3 Insufficient cpu.")],
+            False,
+            "not scheduled: 0/3 nodes are available: 3 Insufficient cpu.",
+        ),
+        ([pod("r-worker-0a1b2c-0", node="n1")], False, "on node n1, no IP yet"),
+        ([pod("r-worker-0a1b2c-0", ip="10.0.0.5", deleted=True)], False, "its pod is being deleted"),
+        ([pod("r-worker-0a1b2c-1", ip="10.0.0.6")], False, "no pod yet"),  # another index
+        ([pod("r-worker-0a1b2c-0", ip="10.0.0.5")], True, None),
+    ],
+)
+def test_a_peer_is_published_once_its_live_pod_has_an_ip(pods, published, why):
+    for name in (host("worker", 0), host("worker", 0) + ".ns.svc.cluster.local"):
+        assert launcher.published(name, pods) is published
+        if why:
+            assert launcher.why_missing(name, pods) == why
+
+
+def test_one_peer_is_watched_by_its_job_and_index_more_by_the_release(monkeypatch):
+    monkeypatch.setenv("TF_CLUSTER_RELEASE_SELECTOR", "app.kubernetes.io/instance=r")
+    assert launcher.peer_selector([host("worker", 0)]) == (
+        "batch.kubernetes.io/job-name=r-worker-0a1b2c,batch.kubernetes.io/job-completion-index=0"
+    )
+    assert launcher.peer_selector([host("worker", 0), host("ps", 0)]) == "app.kubernetes.io/instance=r"

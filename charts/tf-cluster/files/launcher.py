@@ -5,8 +5,14 @@ Standard library only, so it runs in any image with Python 3.8+.
     python3 launcher.py -- <command> [args...]    run a task
     python3 launcher.py --check                    `helm test`: check the run
 
-1. Waits until every peer address in TF_CONFIG resolves (headless Service DNS),
-   logging the missing ones every few seconds; gives up after
+1. Waits for the peers its TensorFlow contacts as it starts (peers_needed: under
+   MultiWorkerMirrored the coordination service's leader, under ParameterServer the chief
+   waits for every task and the others for none; every TF_CONFIG address for a custom
+   strategy): it watches their pods through the API until each has an IP, then looks each
+   name up once (headless Service DNS). No name is looked up before its pod exists, so no
+   NXDOMAIN lands in CoreDNS' cache (30 s with the addon's Corefile) to stall the start.
+   Without the API (run-local, a Role that cannot watch pods) it waits on DNS alone. It logs
+   the missing peers and why (no pod, not scheduled, no IP) every few seconds; gives up after
    TF_CLUSTER_PEER_TIMEOUT seconds (exit 4).
 2. Runs the command, forwarding SIGTERM/SIGINT to it (TF can checkpoint in the
    pod's grace period); a child still running TF_CLUSTER_STOP_GRACE seconds later is
@@ -17,8 +23,9 @@ Standard library only, so it runs in any image with Python 3.8+.
    it writes in the pod's /tmp, CLOUD_ML_HP_METRIC_FILE) to its stdout as a
    TF_CLUSTER_METRICS line, so the pod's log carries what the program reported.
 4. When TF_CLUSTER_STOP_WITH_LEADER=true (ps, ParameterServer workers, the
-   evaluator) it polls the leading Job (chief, else worker) through the
-   Kubernetes API with the pod's token; when that Job is Complete it stops the
+   evaluator) it watches the leading Job (chief, else worker) through the
+   Kubernetes API with the pod's token (one LIST, then a WATCH request every 5-10 minutes,
+   reconnected with backoff after an API outage); when that Job is Complete it stops the
    child and exits 0, when it Failed it stops the child and exits 3.
    With an interactive coordinator (the chart's notebook.coordinator) there is no
    chief Job: the notebook kernel is the chief and, while it lives, renews a heartbeat in
@@ -29,9 +36,10 @@ Standard library only, so it runs in any image with Python 3.8+.
    start while no kernel has renewed it since): a dead kernel never leaves servers
    running forever.
 
-5. When TF_CLUSTER_FENCE_SECONDS > 0 (the chart's nodeLoss.fence) it fences pods stranded on a
-   lost node: every TF_CLUSTER_FENCE_SECONDS it lists the release's pods
-   (TF_CLUSTER_RELEASE_SELECTOR) and marks Failed each one still not finished
+5. When TF_CLUSTER_FENCE_SECONDS > 0 (the chart's nodeLoss.fence), a few tasks (fences: the first
+   two of the leading role, the first of each other role, the ParameterServer coordinator) fence
+   pods stranded on a lost node: they watch the release's pods (TF_CLUSTER_RELEASE_SELECTOR) and
+   every TF_CLUSTER_FENCE_SECONDS mark Failed each one still not finished
    TF_CLUSTER_FENCE_AFTER seconds after its deletion deadline. A live kubelet ends a deleted pod
    by that deadline; one that did not is on a node that no longer answers, and its Job
    (podReplacementPolicy: Failed) replaces it only once it is Failed. This is what Kubernetes'
@@ -75,6 +83,7 @@ TF_CLUSTER_LEADER_STATUS_FILE replaces the API: a file holding the leading
 Job's condition (Complete / Failed), empty while it runs.
 """
 import codecs
+import http.client
 import json
 import math
 import os
@@ -145,9 +154,47 @@ def resolves(host):
         return False
 
 
+def cluster_of(tf_config):
+    """TF_CONFIG's cluster as {role: [address, ...]} (a dict of index -> address kept in index order)."""
+    try:
+        cluster = json.loads(tf_config).get("cluster", {}) if tf_config else {}
+    except ValueError as e:
+        raise ConfigError("TF_CONFIG is not valid JSON: %s" % e)
+    out = {}
+    for role, tasks in cluster.items():
+        if isinstance(tasks, dict):
+            tasks = [tasks[k] for k in sorted(tasks, key=lambda k: int(k) if str(k).isdigit() else k)]
+        out[role] = list(tasks)
+    return out
+
+
+def host_of(address):
+    return address.rsplit(":", 1)[0]
+
+
+def peers_needed(tf_config, strategy, role):
+    """The hosts of TF_CONFIG this task's TensorFlow contacts as it starts: the ones to wait for.
+
+    MultiWorkerMirrored: every task first connects to the coordination service on the leader
+    (the chief, else worker 0), whose start-up barrier holds them until all have connected; only
+    then do workers reach each other (collective group and device resolution, the all-reduce), so
+    a non-leader waits for the leader alone and the leader (a client of its own service) for
+    itself. ParameterServer: the coordinator (the chief) connects to every worker and ps; workers
+    and ps servers contact nobody until the coordinator sends them work, so they start at once.
+    A custom strategy: every host (nothing is known of its program)."""
+    cluster = cluster_of(tf_config)
+    if strategy == "multiWorkerMirrored":
+        leader = (cluster.get("chief") or cluster.get("worker") or [None])[0]
+        return [host_of(leader)] if leader and role in cluster else []
+    if strategy == "parameterServer":
+        return peer_hosts(tf_config) if role == "chief" else []
+    return peer_hosts(tf_config)
+
+
 def wait_for_peers(hosts, timeout, interval=5.0, give_up=None):
-    """Return [] when all resolve, else the hosts still missing at the timeout (or when
-    `give_up()` says the wait is pointless: the leading Job already finished)."""
+    """Wait on DNS alone (outside Kubernetes, or when the API cannot be read): return [] when
+    all resolve, else the hosts still missing at the timeout (or when `give_up()` says the wait is
+    pointless: the leading Job already finished)."""
     start = time.monotonic()
     last_log = start
     missing = list(hosts)
@@ -169,10 +216,118 @@ def wait_for_peers(hosts, timeout, interval=5.0, give_up=None):
         time.sleep(min(1.0, max(0.05, timeout / 50.0)))
 
 
+def pod_host(pod):
+    """The DNS host a pod publishes through the release's headless Service: <hostname>.<subdomain>."""
+    spec = pod.get("spec", {})
+    return "%s.%s" % (spec.get("hostname"), spec.get("subdomain")) if spec.get("hostname") else None
+
+
+def backs(pod, host):
+    """Is `pod` the one behind `host` (<hostname>.<subdomain>, maybe followed by the namespace...)?"""
+    ph = pod_host(pod)
+    return bool(ph) and (host == ph or host.startswith(ph + "."))
+
+
+def why_missing(host, pods):
+    """Why the pod behind `host` has no DNS name yet, in words (for the wait's log)."""
+    found = [p for p in pods if backs(p, host)]
+    if not found:
+        return "no pod yet"
+    pod = found[-1]
+    if pod.get("metadata", {}).get("deletionTimestamp"):
+        return "its pod is being deleted"
+    for c in pod.get("status", {}).get("conditions") or []:
+        if c.get("type") == "PodScheduled" and c.get("status") == "False":
+            return "not scheduled: %s" % (c.get("message") or c.get("reason") or "?")
+    return "on node %s, no IP yet" % pod.get("spec", {}).get("nodeName", "?")
+
+
+def published(host, pods):
+    """Is `host` backed by a live pod with an IP? Then the EndpointSlice controller has put it in
+    the headless Service (it publishes not-ready addresses), and CoreDNS answers for it."""
+    return any(backs(p, host) and p.get("status", {}).get("podIP")
+               and not p.get("metadata", {}).get("deletionTimestamp") for p in pods)
+
+
+def peer_selector(hosts):
+    """A label selector for the pods behind `hosts`: the one Job index's pods for one host (an Indexed
+    Job's pod hostname is <job>-<index>), the release's pods for more."""
+    if len(hosts) == 1:
+        job, _, index = hosts[0].split(".")[0].rpartition("-")
+        if job and index.isdigit():
+            return "batch.kubernetes.io/job-name=%s,batch.kubernetes.io/job-completion-index=%s" % (job, index)
+    return env("TF_CLUSTER_RELEASE_SELECTOR")
+
+
+def wait_for_peer_pods(hosts, timeout, interval=5.0, give_up=None, settle=1.0):
+    """Wait for the pods behind `hosts` through the API (one LIST, then one WATCH of just those
+    pods), then check each name in DNS once. No name is looked up before its pod has an IP, so no
+    lookup leaves an NXDOMAIN in CoreDNS' cache (30 s with the addon's Corefile) to stall the
+    start. Returns the hosts still missing (as wait_for_peers), or None when the API cannot be
+    read (no Kubernetes, RBAC without watch on pods): the caller waits on DNS instead."""
+    namespace = env("TF_CLUSTER_NAMESPACE")
+    selector = peer_selector(hosts)
+    if not env("KUBERNETES_SERVICE_HOST") or not namespace or not selector:
+        return None
+    pods = Informer("/api/v1/namespaces/%s/pods" % namespace, label_selector=selector, name="peer pods")
+    pods.start()
+    start = time.monotonic()
+    last_log = start
+    seen = {}  # host -> when its pod was first seen with an IP (monotonic; 0: in the first LIST)
+    first = True
+    try:
+        while True:
+            if pods.forbidden:
+                log("cannot watch the peers' pods (%s): waiting on DNS instead" % pods.forbidden)
+                return None
+            now = time.monotonic()
+            if not pods.synced.is_set():
+                if now - start > 15:
+                    log("cannot read the peers' pods (%s): waiting on DNS instead" % pods.error)
+                    return None
+                pods.wait_for_change(1.0)
+                continue
+            current = pods.snapshot()
+            for h in hosts:
+                if h not in seen and published(h, current):
+                    seen[h] = 0.0 if first else now
+            first = False
+            missing = [h for h in hosts if h not in seen]
+            if not missing:
+                break
+            if now - start >= timeout:
+                return missing
+            if now - last_log >= interval:
+                if give_up is not None and give_up():
+                    return missing
+                log("waiting for %d/%d peer pod(s) (%ds/%ds): %s" % (
+                    len(missing), len(hosts), now - start, timeout, "; ".join(
+                        "%s (%s)" % (h, why_missing(h, current)) for h in missing[:10])
+                    + (" ..." if len(missing) > 10 else "")))
+                last_log = now
+            pods.wait_for_change(min(interval, max(0.05, start + timeout - now)))
+    finally:
+        pods.stop()
+    # CoreDNS learns a name from the EndpointSlice the controller writes when it sees the pod's IP,
+    # as we do: give a name that just appeared a moment before the one lookup it gets
+    latest = max(seen.values())
+    if latest:
+        time.sleep(max(0.0, latest + settle - time.monotonic()))
+    late = [h for h in hosts if not resolves(h)]
+    if not late:
+        log("all %d peer(s) up and resolving after %.1fs (their pods watched, %d API request(s))" % (
+            len(hosts), time.monotonic() - start, pods.requests))
+        return []
+    log("%d peer pod(s) have an IP but DNS does not answer for them yet: %s; waiting on DNS (a headless "
+        "Service that does not publish not-ready addresses, or a slow EndpointSlice controller)"
+        % (len(late), ", ".join(late[:10])))
+    return wait_for_peers(late, max(1.0, timeout - (time.monotonic() - start)), interval, give_up)
+
+
 # ------------------------------------------------------------ leader status
 
-def api(path, method="GET", body=None, content_type="application/merge-patch+json"):
-    """One Kubernetes API call with the pod's service account token; the decoded JSON answer."""
+def api_open(path, method="GET", body=None, content_type="application/merge-patch+json", timeout=10):
+    """One Kubernetes API request with the pod's service account token: the open response."""
     host, port = env("KUBERNETES_SERVICE_HOST"), env("KUBERNETES_SERVICE_PORT", "443")
     if not host:
         raise ConfigError("not in a Kubernetes pod (KUBERNETES_SERVICE_HOST unset) and "
@@ -189,8 +344,143 @@ def api(path, method="GET", body=None, content_type="application/merge-patch+jso
         headers["Content-Type"] = content_type
     req = urllib.request.Request("https://%s:%s%s" % (host, port, path), data=data, headers=headers,
                                  method=method)
-    with urllib.request.urlopen(req, timeout=10, context=ctx) as resp:
+    return urllib.request.urlopen(req, timeout=timeout, context=ctx)
+
+
+def api(path, method="GET", body=None, content_type="application/merge-patch+json"):
+    """One Kubernetes API call with the pod's service account token; the decoded JSON answer."""
+    with api_open(path, method, body, content_type) as resp:
         return json.load(resp)
+
+
+class WatchExpired(Exception):
+    """The watch's resourceVersion is too old (410 Gone): LIST again."""
+
+
+def api_watch(path, timeout_seconds):
+    """The events of one WATCH request (a JSON object per line) until the server ends it after
+    `timeout_seconds` (or the connection drops: the exception reaches the caller)."""
+    sep = "&" if "?" in path else "?"
+    resp = api_open("%s%swatch=1&allowWatchBookmarks=true&timeoutSeconds=%d" % (path, sep, timeout_seconds),
+                    timeout=timeout_seconds + 30)
+    with resp:
+        for line in resp:
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("type") == "ERROR":
+                status = event.get("object") or {}
+                if status.get("code") == 410:
+                    raise WatchExpired(status.get("message", "too old resource version"))
+                raise ValueError("watch error: %s" % status.get("message", status))
+            yield event
+
+
+# One WATCH request lasts this long (randomized, as client-go's reflector does, so that the tasks of
+# a large release do not all come back at once); a task's steady state is a request per 5-10 min.
+WATCH_SECONDS = (300, 600)
+
+
+class Informer:
+    """A collection's objects kept current: one LIST, then WATCH from its resourceVersion, again
+    each time a watch ends (the server's timeout, a dropped connection, an API server restart: with
+    backoff up to 30 s); a new LIST only when the resourceVersion is too old (410 Gone). What
+    client-go's informer does, for one reader, with the standard library. Counts its requests."""
+
+    def __init__(self, path, label_selector=None, field_selector=None, name="objects"):
+        from urllib.parse import quote
+        query = []
+        if label_selector:
+            query.append("labelSelector=" + quote(label_selector))
+        if field_selector:
+            query.append("fieldSelector=" + quote(field_selector))
+        self.path = path + ("?" + "&".join(query) if query else "")
+        self.name = name
+        self.items = {}
+        self.synced = threading.Event()
+        self.changed = threading.Condition()
+        self.error = None
+        self.forbidden = None
+        self.requests = 0
+        self._stop = threading.Event()
+        self._thread = None
+
+    def start(self):
+        self._thread = threading.Thread(target=self.run, daemon=True, name="informer " + self.name)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+
+    def snapshot(self):
+        with self.changed:
+            return list(self.items.values())
+
+    def wait_for_change(self, timeout):
+        with self.changed:
+            self.changed.wait(timeout)
+
+    def _replace(self, items):
+        with self.changed:
+            self.items = items
+            self.synced.set()
+            self.changed.notify_all()
+
+    def _apply(self, kind, obj):
+        key = obj.get("metadata", {}).get("name")
+        with self.changed:
+            if kind == "DELETED":
+                self.items.pop(key, None)
+            else:
+                self.items[key] = obj
+            self.changed.notify_all()
+
+    def run(self):
+        import random
+        rv, backoff, failures = None, 1.0, 0
+        while not self._stop.is_set():
+            try:
+                if rv is None:
+                    self.requests += 1
+                    data = api(self.path)
+                    rv = data.get("metadata", {}).get("resourceVersion")
+                    self._replace({o["metadata"]["name"]: o for o in data.get("items") or []})
+                sep = "&" if "?" in self.path else "?"
+                self.requests += 1
+                for event in api_watch("%s%sresourceVersion=%s" % (self.path, sep, rv),
+                                       random.randint(*WATCH_SECONDS)):
+                    obj = event.get("object") or {}
+                    rv = obj.get("metadata", {}).get("resourceVersion") or rv
+                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                        self._apply(event["type"], obj)
+                    if self._stop.is_set():
+                        return
+                backoff, failures = 1.0, 0
+            except WatchExpired:
+                rv = None
+            except urllib.error.HTTPError as e:
+                if e.code == 410:
+                    rv = None
+                    continue
+                if e.code in (401, 403):
+                    self.forbidden = "%s %s" % (e.code, e.reason)
+                    with self.changed:
+                        self.changed.notify_all()
+                    return
+                failures, backoff = self._failed(e, failures, backoff)
+            except (ConfigError, urllib.error.URLError, OSError, ValueError, KeyError,
+                    http.client.HTTPException) as e:
+                failures, backoff = self._failed(e, failures, backoff)
+
+    def _failed(self, e, failures, backoff):
+        import random
+        self.error = e
+        failures += 1
+        if failures == 1 or failures % 10 == 0:
+            log("cannot watch %s (%s); retrying (attempt %d)" % (self.name, e, failures))
+        self._stop.wait(backoff * (0.5 + random.random()))
+        return failures, min(30.0, backoff * 2)
 
 
 def leader_condition_from_api(namespace, job):
@@ -292,11 +582,17 @@ def leader_condition_or_empty():
 
 
 def watch_leader(poll, on_finished, stop_event):
+    """Call on_finished(condition) once the leader has finished. The leading Job is watched (one
+    LIST, then one WATCH request per 5-10 minutes: no quorum read every `poll` seconds by every
+    server task); the notebook coordinator's heartbeat and run-local's status file are read every
+    `poll` seconds (their timeouts need the clock; a notebook release has few servers)."""
     job = leader_name()
     if env("TF_CLUSTER_HEARTBEAT"):
         log("will stop when %s says done, or after %ss without its heartbeat (%ss until a kernel first "
             "connects); checked every %ss" % (job, env("TF_CLUSTER_HEARTBEAT_TIMEOUT", "300"),
                                               env("TF_CLUSTER_START_TIMEOUT", "3600"), poll))
+    elif not env("TF_CLUSTER_LEADER_STATUS_FILE"):
+        return watch_leader_job(on_finished, stop_event)
     else:
         log("will stop when %s finishes (checked every %ss)" % (job, poll))
     errors = 0
@@ -315,6 +611,28 @@ def watch_leader(poll, on_finished, stop_event):
             return
 
 
+def watch_leader_job(on_finished, stop_event):
+    name = env("TF_CLUSTER_LEADER_JOB")
+    jobs = Informer("/apis/batch/v1/namespaces/%s/jobs" % env("TF_CLUSTER_NAMESPACE", "default"),
+                    field_selector="metadata.name=%s" % name, name="Job %s" % name).start()
+    log("will stop when Job %s finishes (watched)" % name)
+    try:
+        while not stop_event.is_set():
+            if jobs.forbidden:
+                log("cannot watch Job %s (%s): the launcher's Role must allow get, list and watch on it; "
+                    "this task will not stop with it" % (name, jobs.forbidden))
+                return
+            conds = [condition_of(j.get("status") or {}) for j in jobs.snapshot()]
+            cond = next((c for c in conds if c), "")
+            if cond:
+                log("Job %s is %s" % (name, cond))
+                on_finished(cond)
+                return
+            jobs.wait_for_change(1.0)
+    finally:
+        jobs.stop()
+
+
 # ------------------------------------------------------------ running
 
 # ------------------------------------------------------------ fencing pods of a lost node
@@ -324,12 +642,6 @@ def stranded(pod, now, after):
     deadline = parse_time(pod.get("metadata", {}).get("deletionTimestamp") or "")
     phase = pod.get("status", {}).get("phase")
     return deadline is not None and phase not in ("Succeeded", "Failed") and now - deadline >= after
-
-
-def release_pods(namespace, selector):
-    """The release's pods (one LIST per fence check)."""
-    from urllib.parse import quote
-    return api("/api/v1/namespaces/%s/pods?labelSelector=%s" % (namespace, quote(selector)))["items"]
 
 
 def fence_stranded(namespace, pods, after, now=None):
@@ -352,31 +664,58 @@ def fence_stranded(namespace, pods, after, now=None):
     return fenced
 
 
+def fences(tf_config, role, index):
+    """Is this task one of the release's fencers? A few tasks watch the release's pods, not all (a
+    watch of N pods by each of N tasks is N*N events): the first two of the leading role (the
+    chief, else the workers) and the first of each other role in TF_CONFIG, so that a fencer
+    survives the loss of any one node under a topology spread. The ParameterServer coordinator
+    always fences (it restarts when a peer is lost)."""
+    cluster = cluster_of(tf_config)
+    if role not in cluster:
+        return False
+    leading = "chief" if cluster.get("chief") else "worker"
+    if role == leading and index < 2:
+        return True
+    return index == 0
+
+
 def fence_loop(stop_event, on_peer_lost=None):
-    """Fence stranded pods every TF_CLUSTER_FENCE_SECONDS. With `on_peer_lost` (the
-    ParameterServer coordinator), call it once when a pod of the release is newly lost with its
-    node: TensorFlow's coordinator waits on RPCs to a worker whose machine vanished (no reset, no
-    error) until TCP gives up, ~15 minutes; restarting it reconnects it to the replacement."""
+    """Fence stranded pods, checked every TF_CLUSTER_FENCE_SECONDS against the release's pods as a
+    watch keeps them (no request per check). With `on_peer_lost` (the ParameterServer
+    coordinator), call it once when a pod of the release is newly lost with its node:
+    TensorFlow's coordinator waits on RPCs to a worker whose machine vanished (no reset, no error)
+    until TCP gives up, ~15 minutes; restarting it reconnects it to the replacement."""
     every = float(env("TF_CLUSTER_FENCE_SECONDS", "0"))
     after = float(env("TF_CLUSTER_FENCE_AFTER", "10"))
     namespace, selector = env("TF_CLUSTER_NAMESPACE"), env("TF_CLUSTER_RELEASE_SELECTOR")
+    pods = Informer("/api/v1/namespaces/%s/pods" % namespace, label_selector=selector,
+                    name="the release's pods").start()
     warned, known = False, None
     while not stop_event.wait(every):
+        if pods.forbidden:
+            log("cannot watch the release's pods to fence a lost node's (%s): the launcher's Role "
+                "must allow list and watch on pods" % pods.forbidden)
+            return
+        if not pods.synced.is_set():
+            continue
+        current = pods.snapshot()
         try:
-            pods = release_pods(namespace, selector)
-            fenced = fence_stranded(namespace, pods, after)
-            if on_peer_lost is not None:
-                # lost with their node: fenced before (reason NodeLost) or just now
-                lost = {p["metadata"]["name"] for p in pods if p.get("status", {}).get("reason") == "NodeLost"}
-                lost |= set(fenced)
-                if known is not None and lost - known:
-                    on_peer_lost(sorted(lost - known))
-                    return
-                known = lost
+            fenced = fence_stranded(namespace, current, after)
+            warned = False
         except (ConfigError, urllib.error.URLError, OSError, ValueError, KeyError) as e:
             if not warned:  # an API outage: said once, retried quietly
-                log("cannot check for pods stranded on lost nodes (will retry): %s" % e)
+                log("cannot fence pods stranded on lost nodes (will retry): %s" % e)
                 warned = True
+            continue
+        if on_peer_lost is not None:
+            # lost with their node: fenced before (reason NodeLost) or just now
+            lost = {p["metadata"]["name"] for p in current if p.get("status", {}).get("reason") == "NodeLost"}
+            lost |= set(fenced)
+            if known is not None and lost - known:
+                pods.stop()
+                on_peer_lost(sorted(lost - known))
+                return
+            known = lost
 
 
 def echo_metrics(stop_event, interval=2.0, on_line=None):
@@ -805,18 +1144,20 @@ def run(argv):
     if not argv:
         log("no command given: usage: launcher.py -- <command> [args...]")
         return EXIT_CONFIG
+    role, index = env("TF_CLUSTER_ROLE", "task"), int(env("TF_TASK_INDEX", "0") or 0)
     try:
-        hosts = peer_hosts(env("TF_CONFIG"))
+        hosts = peers_needed(env("TF_CONFIG"), env("TF_CLUSTER_STRATEGY"), role)
+        fencer = fences(env("TF_CONFIG"), role, index)
     except ConfigError as e:
         log(str(e))
         return EXIT_CONFIG
     stops_with_leader = env("TF_CLUSTER_STOP_WITH_LEADER") == "true"
     finished = {}
     fencing = threading.Event()  # never set: the fence runs as long as the task
-    coordinator = env("TF_CLUSTER_STRATEGY") == "parameterServer" and env("TF_CLUSTER_ROLE") == "chief"
+    coordinator = env("TF_CLUSTER_STRATEGY") == "parameterServer" and role == "chief"
     peer_lost = {}
-    fences = float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0
-    if fences and not coordinator:
+    fencer = fencer and float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0
+    if fencer and not coordinator:
         threading.Thread(target=fence_loop, daemon=True, args=(fencing,)).start()
     metrics = Metrics.from_env()  # None: metrics.enabled=false, the child writes to our stdout itself
     if metrics is not None:
@@ -842,7 +1183,9 @@ def run(argv):
         timeout = float(env("TF_CLUSTER_PEER_TIMEOUT", "600"))
         if metrics is not None:
             metrics.waiting(time.monotonic())
-        missing = wait_for_peers(hosts, timeout, give_up=leader_finished)
+        missing = wait_for_peer_pods(hosts, timeout, give_up=leader_finished)
+        if missing is None:
+            missing = wait_for_peers(hosts, timeout, give_up=leader_finished)
         if metrics is not None:
             metrics.waited_until(time.monotonic())
         if finished:
@@ -898,7 +1241,7 @@ def run(argv):
     echo = threading.Thread(target=echo_metrics, daemon=True, args=(stop_event,),
                             kwargs={"on_line": metrics.read_line if metrics is not None else None})
     echo.start()
-    if fences and coordinator:
+    if fencer and coordinator:
         def on_peer_lost(names):
             log("%s lost with its node; restarting the coordinator (exit %d) so it reconnects to the "
                 "replacement from its last checkpoint: TensorFlow's coordinator would wait on the lost "

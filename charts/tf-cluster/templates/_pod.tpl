@@ -36,7 +36,7 @@ spec:
   subdomain: {{ include "tf-cluster.fullname" $ctx }}
   restartPolicy: Never
   serviceAccountName: {{ include "tf-cluster.serviceAccountName" $ctx }}
-  automountServiceAccountToken: {{ if or $stops (include "tf-cluster.fences" $ctx) }}true{{ else }}false{{ end }}
+  automountServiceAccountToken: {{ if or $stops (include "tf-cluster.fences" $ctx) (include "tf-cluster.watchesPeers" $ctx) }}true{{ else }}false{{ end }}
   enableServiceLinks: false
   terminationGracePeriodSeconds: {{ int .policy.terminationGracePeriodSeconds }}
   {{- with $role.priorityClassName }}

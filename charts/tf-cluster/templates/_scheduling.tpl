@@ -107,6 +107,12 @@ single
 {{- values $settings.priorityClassName | uniq | first | default "" -}}
 {{- end -}}
 
+{{/* Do the launchers wait for their peers' pods through the API (a cluster of more than one task,
+     with the Role that lets them watch pods)? Without it they wait on DNS alone. */}}
+{{- define "tf-cluster.watchesPeers" -}}
+{{- if and .Values.rbac.create (gt (int (include "tf-cluster.trainingTaskCount" .)) 1) -}}true{{- end -}}
+{{- end -}}
+
 {{/* Does the launcher fence pods stranded on a lost node (nodeLoss.fence, with the Role it needs)? */}}
 {{- define "tf-cluster.fences" -}}
 {{- if and .Values.nodeLoss.fence .Values.rbac.create -}}true{{- end -}}
