@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import socket
 import struct
@@ -29,10 +30,11 @@ from pathlib import Path
 from benchlib import PROGRAM, marks, median, save, say, table
 from kubernetes import client
 
-from tf_cluster import ROOT, helm, kube, manifests
+from tf_cluster import CHART, ROOT, helm, kube, manifests
 from tf_cluster.values import script_values
 
 NS = "tf-cluster-bench"
+CHART_UNDER_TEST = CHART  # --launcher-from REV: a copy whose files/launcher.py is that revision's
 RELEASE = "bench"
 PEERS = "peer(s) resolve after"
 STAGES = ("install returned", "scheduled", "container running", "peers resolved", "program started", "TF imported",
@@ -95,7 +97,7 @@ def pod_marks(core, ns: str, pod) -> dict[str, float]:
     for line in text.splitlines():
         if PEERS in line:
             found["peers"] = kube.kubelet_time(line.split(" ", 1)[0])
-            found["peer_wait"] = float(line.split(PEERS)[1].strip().rstrip("s"))
+            found["peer_wait"] = float(line.split(PEERS)[1].split()[0].rstrip("s"))
     return found
 
 
@@ -146,7 +148,7 @@ def run_release(api, h: helm.Helm, values: helm.Values, leader_prefix: str) -> d
     core = client.CoreV1Api(api)
     times = PodTimes(core, NS)
     t0 = time.time()
-    r = h.install(RELEASE, values)
+    r = h.install(RELEASE, values, chart=CHART_UNDER_TEST)
     t_installed = time.time()
     if r.returncode != 0:
         times.done()
@@ -243,11 +245,12 @@ def trainer_image(h: helm.Helm) -> str:
     return job["spec"]["template"]["spec"]["containers"][0]["image"]
 
 
-def first_step(api, h: helm.Helm, runs: int) -> dict:
+def first_step(api, h: helm.Helm, runs: int, shapes: list[str] | None = None) -> dict:
     image = trainer_image(h)
     rows: dict[str, list[dict]] = {}
+    chosen = {k: v for k, v in SHAPES.items() if not shapes or k in shapes}
     for i in range(runs):
-        for shape, (_, program_args, _pods) in SHAPES.items():
+        for shape, (_, program_args, _pods) in chosen.items():
             say(f"run {i + 1}/{runs}: {shape}, helm install to first step")
             rows.setdefault(shape, []).append(
                 run_release(
@@ -255,7 +258,7 @@ def first_step(api, h: helm.Helm, runs: int) -> dict:
                 )
             )
             say(f"  first step after {rows[shape][-1]['first step']:.1f}s")
-        for n in sorted({1, *(n for _, _, n in SHAPES.values())}):
+        for n in sorted({1, *(n for _, _, n in chosen.values())} if not shapes else {n for _, _, n in chosen.values()}):
             key = f"floor: {n} bare pod(s)"
             say(f"run {i + 1}/{runs}: {key}")
             rows.setdefault(key, []).append(bare_pods(api, image, n, ["--strategy", "mwms"]))
@@ -264,7 +267,17 @@ def first_step(api, h: helm.Helm, runs: int) -> dict:
     medians = {k: {s: median([r.get(s, 0.0) for r in runs_]) for s in (*STAGES, *extra)} for k, runs_ in rows.items()}
     print(f"\nhelm install (or pod create) to first step, seconds, median of {runs}")
     print(table(["run", *STAGES], [[k, *(m[s] for s in STAGES)] for k, m in medians.items()]))
-    return {"runs": runs, "stages": list(STAGES), "median": medians, "all": rows}
+    within = {}
+    for shape, (_, _, n) in chosen.items():
+        floors = [r["first step"] for r in rows[f"floor: {n} bare pod(s)"]]
+        floor = median(floors)
+        starts = [r["first step"] for r in rows[shape]]
+        within[shape] = {"floor": floor, "starts": starts, "within 5 s": sum(t <= floor + 5 for t in starts)}
+        print(
+            f"{shape}: first step within 5 s of its {n}-pod floor ({floor:.1f}s) in "
+            f"{within[shape]['within 5 s']} of {len(starts)} starts: " + ", ".join(f"{t:.1f}" for t in starts)
+        )
+    return {"runs": runs, "stages": list(STAGES), "median": medians, "all": rows, "within 5 s of floor": within}
 
 
 THREAD_ARGS = ["--strategy", "mwms", "--width", "1024", "--batch", "256", "--steps", "100"]
@@ -411,7 +424,32 @@ def main() -> None:
     p.add_argument("--kubeconfig", default=os.environ.get("KUBECONFIG", "/var/lib/tf-cluster-node/kubeconfig"))
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--only", choices=("first-step", "threads", "dns"))
+    p.add_argument("--shape", action="append", choices=sorted(SHAPES), help="first-step: only these (and their floor)")
+    p.add_argument(
+        "--corefile",
+        choices=("node", "addon"),
+        default="node",
+        help="first-step under this node's Corefile (ttl 5) or the CoreDNS addon's default (ttl 30, cache 30)",
+    )
+    p.add_argument(
+        "--launcher-from",
+        metavar="REV",
+        help="first-step with the chart's launcher as of this git revision (a before/after comparison)",
+    )
     args = p.parse_args()
+    if args.launcher_from:
+        global CHART_UNDER_TEST
+        CHART_UNDER_TEST = Path(tempfile.mkdtemp()) / "tf-cluster"
+        shutil.copytree(CHART, CHART_UNDER_TEST)
+        old = subprocess.run(
+            ["git", "show", f"{args.launcher_from}:charts/tf-cluster/files/launcher.py"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        (CHART_UNDER_TEST / "files" / "launcher.py").write_text(old)
+        say(f"the chart with the launcher of {args.launcher_from}: {CHART_UNDER_TEST}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run still restores CoreDNS, uninstalls
     if not Path(args.kubeconfig).is_file():
         sys.exit(f"no kubeconfig at {args.kubeconfig}: bring the e2e node up (make e2e-up) or pass --kubeconfig")
@@ -425,7 +463,16 @@ def main() -> None:
     h = helm.Helm("4", kubeconfig=args.kubeconfig, namespace=NS)
     try:
         if args.only in (None, "first-step"):
-            save("first-step", first_step(api, h, args.runs))
+            original = COREFILE.read_text() if COREFILE.is_file() else ""
+            try:
+                if args.corefile == "addon":
+                    use_corefile(DNS["addon default (ttl 30, cache 30)"](original))
+                result = first_step(api, h, args.runs, args.shape)
+            finally:
+                if args.corefile == "addon":
+                    use_corefile(original)
+            name = "first-step" if args.corefile == "node" else "first-step-addon-dns"
+            save(name + (f"-launcher-{args.launcher_from}" if args.launcher_from else ""), result)
         if args.only in (None, "threads"):
             save("threads", threads(api, h, args.runs))
         if args.only in (None, "dns"):

@@ -315,8 +315,8 @@ def wait_for_peer_pods(hosts, timeout, interval=5.0, give_up=None, settle=1.0):
         time.sleep(max(0.0, latest + settle - time.monotonic()))
     late = [h for h in hosts if not resolves(h)]
     if not late:
-        log("all %d peer(s) up and resolving after %.1fs (their pods watched, %d API request(s))" % (
-            len(hosts), time.monotonic() - start, pods.requests))
+        log("all %d peer(s) resolve after %.1fs (their pods watched first: %d API request(s), %d lookup(s))"
+            % (len(hosts), time.monotonic() - start, pods.requests, len(hosts)))
         return []
     log("%d peer pod(s) have an IP but DNS does not answer for them yet: %s; waiting on DNS (a headless "
         "Service that does not publish not-ready addresses, or a slow EndpointSlice controller)"
