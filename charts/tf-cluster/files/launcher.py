@@ -363,6 +363,7 @@ def api_watch(path, timeout_seconds):
     sep = "&" if "?" in path else "?"
     resp = api_open("%s%swatch=1&allowWatchBookmarks=true&timeoutSeconds=%d" % (path, sep, timeout_seconds),
                     timeout=timeout_seconds + 30)
+    keepalive(resp)
     with resp:
         for line in resp:
             if not line.strip():
@@ -374,6 +375,19 @@ def api_watch(path, timeout_seconds):
                     raise WatchExpired(status.get("message", "too old resource version"))
                 raise ValueError("watch error: %s" % status.get("message", status))
             yield event
+
+
+def keepalive(resp):
+    """TCP keepalives on a watch's connection: a peer that vanished without a reset (a dropped NAT
+    entry, a load balancer's idle cut) is found in ~1 minute, not at the watch's end."""
+    try:
+        sock = resp.fp.raw._sock
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for opt, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+            if hasattr(socket, opt):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), value)
+    except (AttributeError, OSError):
+        pass  # not a plain socket (a proxy, another Python): the watch's own end still bounds it
 
 
 # One WATCH request lasts this long (randomized, as client-go's reflector does, so that the tasks of
