@@ -77,6 +77,7 @@ cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
 print(json.dumps({
     "uid": os.getuid(), "gid": os.getgid(), "rootfs": rootfs,
     "get leader": status(jobs + "/" + leader),
+    "watch leader": status(jobs + "?fieldSelector=metadata.name%3D" + leader + "&watch=1&timeoutSeconds=1"),
     "delete leader": status(jobs + "/" + leader, "DELETE"),
     "list jobs": status(jobs),
     "get own job": status(jobs + "/" + os.environ["HOSTNAME"].rsplit("-", 1)[0]),
@@ -243,16 +244,17 @@ def test_only_pods_of_the_release_reach_the_tf_port_and_tensorboard_admits_what_
 
 
 def test_a_task_runs_as_non_root_on_a_read_only_root_and_its_token_reads_only_the_leading_job(run):
-    """Checked by a running ParameterServer worker itself (its launcher polls the chief's Job with
+    """Checked by a running ParameterServer worker itself (its launcher watches the chief's Job with
     this token): the uid/gid the values set, a read-only root filesystem, and RBAC that lets the
-    token get that one Job and list pods (the lost-node fence), nothing else, here or in another
-    namespace; cluster DNS answers."""
+    token get and watch that one Job and list pods (peers' pods, the lost-node fence), nothing
+    else, here or in another namespace; cluster DNS answers."""
     seen = exec_in(run.ns, run.worker, INSIDE, container="tensorflow")
     say(f"inside {run.worker}: {seen}")
     assert (seen["uid"], seen["gid"], seen["rootfs"]) == (1000, 1000, "EROFS")
     assert seen["get leader"] == 200
-    assert seen["list pods"] == 200  # nodeLoss.fence: the launcher looks for pods stranded on a lost node
-    allowed = ("uid", "gid", "rootfs", "get leader", "list pods", "peers resolve")
+    assert seen["watch leader"] == 200  # a watch naming it (fieldSelector metadata.name) is a request for it
+    assert seen["list pods"] == 200  # peers' pods, and nodeLoss.fence: pods stranded on a lost node
+    allowed = ("uid", "gid", "rootfs", "get leader", "watch leader", "list pods", "peers resolve")
     denied = {k: v for k, v in seen.items() if k not in allowed}
     assert set(denied.values()) == {403}, denied
     assert seen["peers resolve"] is True
