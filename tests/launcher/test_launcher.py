@@ -353,3 +353,17 @@ def test_one_peer_is_watched_by_its_job_and_index_more_by_the_release(monkeypatc
         "batch.kubernetes.io/job-name=r-worker-0a1b2c,batch.kubernetes.io/job-completion-index=0"
     )
     assert launcher.peer_selector([host("worker", 0), host("ps", 0)]) == "app.kubernetes.io/instance=r"
+
+
+def test_the_resolvers_servers_search_domains_and_ndots_are_read_as_glibc_reads_them(tmp_path):
+    conf = tmp_path / "resolv.conf"
+    conf.write_text(
+        "# kubelet\nsearch ns.svc.cluster.local svc.cluster.local cluster.local\n"
+        "nameserver 10.96.0.10\noptions ndots:5 timeout:2\n"
+    )
+    assert launcher.resolv_conf(str(conf)) == (
+        ["10.96.0.10"],
+        ["ns.svc.cluster.local", "svc.cluster.local", "cluster.local"],
+        5,
+    )
+    assert launcher.resolv_conf(str(tmp_path / "absent")) == ([], [], 1)

@@ -249,6 +249,66 @@ def published(host, pods):
                and not p.get("metadata", {}).get("deletionTimestamp") for p in pods)
 
 
+def resolv_conf(path="/etc/resolv.conf"):
+    """(nameservers, search domains, ndots) of the pod's resolver."""
+    servers, search, ndots = [], [], 1
+    try:
+        with open(path) as f:
+            for line in f:
+                words = line.split()
+                if not words or words[0].startswith(("#", ";")):
+                    continue
+                if words[0] == "nameserver" and len(words) > 1:
+                    servers.append(words[1])
+                elif words[0] in ("search", "domain"):
+                    search = words[1:]
+                elif words[0] == "options":
+                    for w in words[1:]:
+                        if w.startswith("ndots:") and w[6:].isdigit():
+                            ndots = int(w[6:])
+    except OSError:
+        pass
+    return servers, search, ndots
+
+
+def dns_rcode(server, name, qtype=16, timeout=1.0):
+    """One DNS query (RFC 1035, UDP) for `name`'s records of `qtype` (16: TXT): the response code
+    (0 NOERROR, 3 NXDOMAIN), or None without an answer."""
+    import random
+    import struct
+    qid = random.randint(0, 0xFFFF)
+    try:
+        question = b"".join(bytes([len(p)]) + p.encode("idna") for p in name.rstrip(".").split("."))
+        packet = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0) + question + b"\0" + struct.pack(">HH", qtype, 1)
+        family = socket.AF_INET6 if ":" in server else socket.AF_INET
+        with socket.socket(family, socket.SOCK_DGRAM) as sock:
+            sock.settimeout(timeout)
+            sock.sendto(packet, (server, 53))
+            reply = sock.recv(4096)
+    except (OSError, UnicodeError, ValueError):
+        return None
+    if len(reply) < 4 or struct.unpack(">H", reply[:2])[0] != qid:
+        return None
+    return reply[3] & 0xF
+
+
+def name_exists(host):
+    """Does the cluster's DNS know `host` yet, asked so that no A or AAAA answer gets cached: True,
+    False, or None (no resolver to ask, no answer)? Names are tried as the resolver would, through
+    its search domains."""
+    servers, search, ndots = resolv_conf()
+    if not servers:
+        return None
+    names = [host + "." + d for d in search]
+    names = ([host] + names) if host.count(".") >= ndots else (names + [host])
+    codes = []
+    for name in names:
+        codes.append(dns_rcode(servers[0], name))
+        if codes[-1] == 0:
+            return True
+    return False if all(c == 3 for c in codes) else None
+
+
 def peer_selector(hosts):
     """A label selector for the pods behind `hosts`: the one Job index's pods for one host (an Indexed
     Job's pod hostname is <job>-<index>), the release's pods for more."""
@@ -309,10 +369,18 @@ def wait_for_peer_pods(hosts, timeout, interval=5.0, give_up=None, settle=1.0):
     finally:
         pods.stop()
     # CoreDNS learns a name from the EndpointSlice the controller writes when it sees the pod's IP,
-    # as we do: give a name that just appeared a moment before the one lookup it gets
-    latest = max(seen.values())
-    if latest:
-        time.sleep(max(0.0, latest + settle - time.monotonic()))
+    # as we do, a moment later: ask for each name's TXT record (a type TensorFlow never asks for,
+    # so an early NXDOMAIN is cached for that type only) until it exists, then look it up once
+    deadline = time.monotonic() + max(settle, 10.0)
+    pending = list(hosts)
+    while pending and time.monotonic() < deadline:
+        known = {h: name_exists(h) for h in pending}
+        if any(v is None for v in known.values()):  # no answer to read: give it `settle` seconds
+            time.sleep(max(0.0, max(seen.values()) + settle - time.monotonic()))
+            break
+        pending = [h for h, v in known.items() if not v]
+        if pending:
+            time.sleep(0.2)
     late = [h for h in hosts if not resolves(h)]
     if not late:
         log("all %d peer(s) resolve after %.1fs (their pods watched first: %d API request(s), %d lookup(s))"
