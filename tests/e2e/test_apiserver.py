@@ -627,3 +627,65 @@ def test_status_of_a_release_that_is_not_there_says_so(apiserver, namespace):
     )
     r = tf_cluster("logs", "nope", "-n", namespace, "--kubeconfig", apiserver["kubeconfig"])
     assert r.returncode == 2 and "no pods or Jobs of release nope" in r.stderr
+
+
+def test_the_launchers_informer_lists_once_follows_a_watch_and_stops_at_once(
+    apiserver, namespace, tmp_path, monkeypatch
+):
+    """The launcher's Informer (what its leader watch, peer wait and fence use): one LIST and one
+    WATCH request while objects come and go, every change seen within a second, and stop() ends the
+    open watch at once (not minutes later, at the watch's timeout)."""
+    api = apiserver["api"]
+    from kubernetes import client
+
+    sys.path.insert(0, str(LAUNCHER.parent))
+    import launcher
+
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "watcher"}})
+    rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": "watcher"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]}],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "watcher"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "watcher"},
+            "subjects": [{"kind": "ServiceAccount", "name": "watcher", "namespace": namespace}],
+        },
+    )
+    sa_dir = token_for(apiserver, namespace, "watcher", tmp_path)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(apiserver["port"]))
+    monkeypatch.setattr(launcher, "SA_DIR", str(sa_dir))
+    informer = launcher.Informer(f"/api/v1/namespaces/{namespace}/configmaps", label_selector="app=x", name="cms")
+    informer.start()
+    assert informer.synced.wait(10), informer.error
+
+    def names() -> set[str]:
+        return {o["metadata"]["name"] for o in informer.snapshot()}
+
+    def within(seconds: float, check) -> bool:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            if check():
+                return True
+            informer.wait_for_change(0.1)
+        return check()
+
+    for i in range(3):
+        core.create_namespaced_config_map(namespace, {"metadata": {"name": f"cm-{i}", "labels": {"app": "x"}}})
+    core.create_namespaced_config_map(namespace, {"metadata": {"name": "other", "labels": {"app": "y"}}})
+    assert within(2, lambda: names() == {"cm-0", "cm-1", "cm-2"}), names()
+    core.delete_namespaced_config_map("cm-1", namespace)
+    assert within(2, lambda: names() == {"cm-0", "cm-2"}), names()
+    assert informer.requests == 2, f"{informer.requests} requests: one LIST and one WATCH expected"
+    t0 = time.monotonic()
+    informer.stop()
+    informer._thread.join(5)
+    assert not informer._thread.is_alive(), "stop() left the watch open"
+    assert time.monotonic() - t0 < 2

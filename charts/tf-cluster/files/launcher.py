@@ -425,13 +425,16 @@ class WatchExpired(Exception):
     """The watch's resourceVersion is too old (410 Gone): LIST again."""
 
 
-def api_watch(path, timeout_seconds):
+def api_watch(path, timeout_seconds, on_open=None):
     """The events of one WATCH request (a JSON object per line) until the server ends it after
-    `timeout_seconds` (or the connection drops: the exception reaches the caller)."""
+    `timeout_seconds` (or the connection drops: the exception reaches the caller). `on_open` gets
+    the open response (closing it from another thread ends the watch)."""
     sep = "&" if "?" in path else "?"
     resp = api_open("%s%swatch=1&allowWatchBookmarks=true&timeoutSeconds=%d" % (path, sep, timeout_seconds),
                     timeout=timeout_seconds + 30)
     keepalive(resp)
+    if on_open is not None:
+        on_open(resp)
     with resp:
         for line in resp:
             if not line.strip():
@@ -486,6 +489,7 @@ class Informer:
         self.requests = 0
         self._stop = threading.Event()
         self._thread = None
+        self._resp = None
 
     def start(self):
         self._thread = threading.Thread(target=self.run, daemon=True, name="informer " + self.name)
@@ -493,7 +497,19 @@ class Informer:
         return self
 
     def stop(self):
+        """Stop watching: the open watch is closed now, not at its end (minutes later)."""
         self._stop.set()
+        resp = self._resp
+        if resp is not None:
+            try:  # a shutdown wakes the thread blocked reading it (a close would not)
+                resp.fp.raw._sock.shutdown(socket.SHUT_RDWR)
+            except (AttributeError, OSError, ValueError):
+                pass
+
+    def _opened(self, resp):
+        self._resp = resp
+        if self._stop.is_set():
+            self.stop()
 
     def snapshot(self):
         with self.changed:
@@ -531,7 +547,7 @@ class Informer:
                 sep = "&" if "?" in self.path else "?"
                 self.requests += 1
                 for event in api_watch("%s%sresourceVersion=%s" % (self.path, sep, rv),
-                                       random.randint(*WATCH_SECONDS)):
+                                       random.randint(*WATCH_SECONDS), on_open=self._opened):
                     obj = event.get("object") or {}
                     rv = obj.get("metadata", {}).get("resourceVersion") or rv
                     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
@@ -551,8 +567,10 @@ class Informer:
                         self.changed.notify_all()
                     return
                 failures, backoff = self._failed(e, failures, backoff)
-            except (ConfigError, urllib.error.URLError, OSError, ValueError, KeyError,
+            except (ConfigError, urllib.error.URLError, OSError, ValueError, KeyError, AttributeError,
                     http.client.HTTPException) as e:
+                if self._stop.is_set():
+                    return  # stop() closed the watch under us
                 failures, backoff = self._failed(e, failures, backoff)
 
     def _failed(self, e, failures, backoff):
