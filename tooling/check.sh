@@ -78,7 +78,6 @@ if [ "$rc" != 0 ]; then
 else
   finish "$im" "images" build/images.log || rc=$?
   finish "$nb" "node components" build/node-build.log || rc=$?
-  grep -h 'Go caches of these builds removed' build/node-build.log | sed 's/^/[check] /'
   disk "once the builds are done"
 fi
 if [ "$rc" = 0 ]; then
