@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import signal
 import socket
@@ -148,6 +149,10 @@ def run_release(api, h: helm.Helm, values: helm.Values, leader_prefix: str) -> d
     core = client.CoreV1Api(api)
     times = PodTimes(core, NS)
     t0 = time.time()
+    # a new run's names (run.suffix), as a real new run has: the same names again within CoreDNS'
+    # negative TTL would find the previous run's teardown lookups (its tasks asking for peers
+    # already gone) still cached as NXDOMAIN, a wait no launcher of the new run can prevent
+    values = values.plus(helm.Values.of(set=[f"run.suffix=r{secrets.token_hex(3)}"]))
     r = h.install(RELEASE, values, chart=CHART_UNDER_TEST)
     t_installed = time.time()
     if r.returncode != 0:

@@ -430,7 +430,7 @@ def test_a_worker_waits_for_the_leaders_pod_through_a_watch_before_any_dns_looku
         {"status": {"phase": "Running", "podIP": "10.244.0.7", "podIPs": [{"ip": "10.244.0.7"}], "startTime": now}},
     )
     t_ip = time.monotonic()
-    # then its name is asked for, as a TXT record (never cached for A/AAAA), for up to 10 s
+    # then its name is asked for as private-use record types (never cached for A/AAAA), for up to 10 s
     t_seen = until("have an IP but DNS does not answer for them yet", timeout=20)
     assert t_seen - t_ip < 15, f"the launcher moved on {t_seen - t_ip:.1f}s after the pod's IP was set"
     _, rest = proc.communicate(timeout=60)

@@ -8,8 +8,9 @@ Standard library only, so it runs in any image with Python 3.8+.
 1. Waits for the peers its TensorFlow contacts as it starts (peers_needed: under
    MultiWorkerMirrored the coordination service's leader, under ParameterServer the chief
    waits for every task and the others for none; every TF_CONFIG address for a custom
-   strategy): it watches their pods through the API until each has an IP, then looks each
-   name up once (headless Service DNS). No name is looked up before its pod exists, so no
+   strategy): it watches their pods through the API until each has an IP, asks CoreDNS for
+   each name as a record type nothing else asks for until it knows it, then looks each name
+   up once (headless Service DNS). No name is looked up before its pod exists, so no
    NXDOMAIN lands in CoreDNS' cache (30 s with the addon's Corefile) to stall the start.
    Without the API (run-local, a Role that cannot watch pods) it waits on DNS alone. It logs
    the missing peers and why (no pod, not scheduled, no IP) every few seconds; gives up after
@@ -249,6 +250,9 @@ def published(host, pods):
                and not p.get("metadata", {}).get("deletionTimestamp") for p in pods)
 
 
+PROBE_OFFSET = int.from_bytes(os.urandom(1), "big")  # tasks probing one name start at different types
+
+
 def resolv_conf(path="/etc/resolv.conf"):
     """(nameservers, search domains, ndots) of the pod's resolver."""
     servers, search, ndots = [], [], 1
@@ -271,8 +275,8 @@ def resolv_conf(path="/etc/resolv.conf"):
     return servers, search, ndots
 
 
-def dns_rcode(server, name, qtype=16, timeout=1.0):
-    """One DNS query (RFC 1035, UDP) for `name`'s records of `qtype` (16: TXT): the response code
+def dns_rcode(server, name, qtype, timeout=1.0):
+    """One DNS query (RFC 1035, UDP) for `name`'s records of `qtype`: the response code
     (0 NOERROR, 3 NXDOMAIN), or None without an answer."""
     import random
     import struct
@@ -292,18 +296,26 @@ def dns_rcode(server, name, qtype=16, timeout=1.0):
     return reply[3] & 0xF
 
 
-def name_exists(host):
+# RFC 6895's private-use record types: no program asks for them, and CoreDNS answers NOERROR (no
+# data) for a name it knows, NXDOMAIN for one it does not. Each probe asks a type not asked before,
+# so an NXDOMAIN it gets (cached for the negative TTL, per name and type) never answers a later probe,
+# nor TensorFlow's A and AAAA lookups.
+PROBE_TYPES = list(range(65280, 65535))
+
+
+def name_exists(host, attempt=0):
     """Does the cluster's DNS know `host` yet, asked so that no A or AAAA answer gets cached: True,
     False, or None (no resolver to ask, no answer)? Names are tried as the resolver would, through
-    its search domains."""
+    its search domains; `attempt` picks the record type asked (a new one per attempt)."""
     servers, search, ndots = resolv_conf()
     if not servers:
         return None
     names = [host + "." + d for d in search]
     names = ([host] + names) if host.count(".") >= ndots else (names + [host])
+    qtype = PROBE_TYPES[(PROBE_OFFSET + attempt) % len(PROBE_TYPES)]
     codes = []
     for name in names:
-        codes.append(dns_rcode(servers[0], name))
+        codes.append(dns_rcode(servers[0], name, qtype))
         if codes[-1] == 0:
             return True
     return False if all(c == 3 for c in codes) else None
@@ -369,12 +381,14 @@ def wait_for_peer_pods(hosts, timeout, interval=5.0, give_up=None, settle=1.0):
     finally:
         pods.stop()
     # CoreDNS learns a name from the EndpointSlice the controller writes when it sees the pod's IP,
-    # as we do, a moment later: ask for each name's TXT record (a type TensorFlow never asks for,
-    # so an early NXDOMAIN is cached for that type only) until it exists, then look it up once
+    # as we do, a moment later: ask for the name as a record type TensorFlow never asks for (a new
+    # one each time: PROBE_TYPES) until CoreDNS knows it, then look it up once
     deadline = time.monotonic() + max(settle, 10.0)
     pending = list(hosts)
+    attempt = 0
     while pending and time.monotonic() < deadline:
-        known = {h: name_exists(h) for h in pending}
+        known = {h: name_exists(h, attempt) for h in pending}
+        attempt += 1
         if any(v is None for v in known.values()):  # no answer to read: give it `settle` seconds
             time.sleep(max(0.0, max(seen.values()) + settle - time.monotonic()))
             break
