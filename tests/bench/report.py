@@ -297,6 +297,11 @@ def starts_under_addon_dns(d: dict) -> list[str]:
         "",
         md_table(["launcher", "release", "floor s", "min s", "median s", "max s", "within 5 s of the floor"], rows),
         "",
+        "The earlier launcher looked every TF_CONFIG address up from its start, about once a second: a name asked "
+        "for before its pod had an address was cached as NXDOMAIN for 30 s, and the start waited that out. Each "
+        "start here is a new run (new names): the same names again within 30 s could find the previous run's "
+        "teardown lookups still cached, which no launcher of the new run can prevent.",
+        "",
     ]
 
 
