@@ -155,7 +155,10 @@ def test_mwms_cpu_trains_through_cluster_dns_and_exports_the_model(api, ns, majo
     for p in workers:
         text = log(api, ns, p.metadata.name)
         i = p.metadata.labels[INDEX]
-        assert re.search(rf"\[launcher worker-{i}\] all 2 peer\(s\) resolve", text), text[-2000:]
+        # each waits for the coordination service's leader (worker 0) alone: its pod watched, then its name
+        assert re.search(
+            rf"\[launcher worker-{i}\] all 1 peer\(s\) resolve after [0-9.]+s \(their pods watched", text
+        ), text[-2000:]
         assert f"task worker:{i} chief={i == '0'}" in text, text[-2000:]
         assert reported(api, ns, p.metadata.name).progress["epoch"] == 5
     # the chief's exported model is on the checkpoints volume
@@ -177,7 +180,7 @@ def servers_stopped_by_the_leader(api, ns, release: str, snap: kube.Snapshot) ->
     assert set(done) == {"chief", "worker", "ps", "evaluator"}
     lag = {role: (t - done["chief"]).total_seconds() for role, t in done.items()}
     say(f"seconds from the chief Job's completion to each role's: {lag}")
-    # bound: launcher polls every 5 s, then SIGTERM and up to the stop grace; in practice a few seconds
+    # bound: the launcher watches the leading Job, then SIGTERM and up to the stop grace; in practice a few seconds
     assert max(lag.values()) <= 30, lag
     # (the evaluator may also end by itself, after its last evaluation: both are a clean stop).
     # A server still running when another task of its role was stopped is removed by its Job
