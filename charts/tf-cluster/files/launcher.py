@@ -129,19 +129,13 @@ class ConfigError(Exception):
 
 
 def peer_hosts(tf_config):
-    """Every host named in TF_CONFIG's cluster, in order, without duplicates."""
-    if not tf_config:
-        return []
-    try:
-        cluster = json.loads(tf_config).get("cluster", {})
-    except ValueError as e:
-        raise ConfigError("TF_CONFIG is not valid JSON: %s" % e)
+    """Every host named in TF_CONFIG's cluster, roles in name order, tasks in index order, without
+    duplicates."""
+    cluster = cluster_of(tf_config)
     hosts = []
     for role in sorted(cluster):
-        tasks = cluster[role]
-        addresses = tasks.values() if isinstance(tasks, dict) else tasks
-        for address in addresses:
-            host = address.rsplit(":", 1)[0]
+        for address in cluster[role]:
+            host = host_of(address)
             if host not in hosts:
                 hosts.append(host)
     return hosts
@@ -462,17 +456,28 @@ def api_watch(path, timeout_seconds, on_open=None):
             yield event
 
 
+def socket_of(resp):
+    """The socket under an open urllib response (None if there is no plain one: a proxy, another
+    Python)."""
+    try:
+        return resp.fp.raw._sock
+    except AttributeError:
+        return None
+
+
 def keepalive(resp):
     """TCP keepalives on a watch's connection: a peer that vanished without a reset (a dropped NAT
     entry, a load balancer's idle cut) is found in ~1 minute, not at the watch's end."""
+    sock = socket_of(resp)
+    if sock is None:
+        return  # the watch's own end still bounds it
     try:
-        sock = resp.fp.raw._sock
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         for opt, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
             if hasattr(socket, opt):
                 sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), value)
-    except (AttributeError, OSError):
-        pass  # not a plain socket (a proxy, another Python): the watch's own end still bounds it
+    except OSError:
+        pass
 
 
 # One WATCH request lasts this long (randomized, as client-go's reflector does, so that the tasks of
@@ -513,11 +518,11 @@ class Informer:
     def stop(self):
         """Stop watching: the open watch is closed now, not at its end (minutes later)."""
         self._stop.set()
-        resp = self._resp
-        if resp is not None:
+        sock = socket_of(self._resp) if self._resp is not None else None
+        if sock is not None:
             try:  # a shutdown wakes the thread blocked reading it (a close would not)
-                resp.fp.raw._sock.shutdown(socket.SHUT_RDWR)
-            except (AttributeError, OSError, ValueError):
+                sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, ValueError):
                 pass
 
     def _opened(self, resp):
