@@ -8,6 +8,9 @@
 #               local-path-provisioner pause etcd debs (etcd, containerd, runc, CNI, iptables, conntrack)
 #               argocd (Argo CD: one binary with the two components the node runs + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)
 #               registry (the CNCF distribution OCI registry, from its Go module; into $REGISTRY_DIR)
+#               kwok (fake nodes and pods for a real control plane, from sigs.k8s.io/kwok, with the Stages the
+#                     simulated cluster uses: nodes Ready and heartbeating, pods Running until deleted;
+#                     into $KWOK_DIR; tests/bench/bench_sim.py)
 #               browser (Debian's chromium + chromium-driver: the notebook's browser test drives them)
 #               promtool (Debian's prometheus package, for its promtool: tests/monitoring's `promtool test rules`;
 #                         the Prometheus service it ships is left stopped and disabled)
@@ -23,6 +26,8 @@ ARGOCD_VERSION=${ARGOCD_VERSION:-3.6.1}
 ARGOCD_DIR=${ARGOCD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/argocd-$ARGOCD_VERSION}
 REGISTRY_VERSION=${REGISTRY_VERSION:-3.1.2}
 REGISTRY_DIR=${REGISTRY_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/registry-$REGISTRY_VERSION}
+KWOK_VERSION=${KWOK_VERSION:-0.8.0}
+KWOK_DIR=${KWOK_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/kwok-$KWOK_VERSION}
 CILIUM_VERSION=${CILIUM_VERSION:-1.20.2}
 CILIUM_DIR=${CILIUM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/cilium-$CILIUM_VERSION}
 STAGING=v0.${K8S_VERSION#1.}
@@ -74,7 +79,7 @@ k8s=(); other=()
 for c in "${want[@]}"; do
   case $c in
     kube-apiserver|kube-controller-manager|kube-scheduler|kubelet|kube-proxy|kubeadm|kubectl) [ -x "$out/$c" ] || k8s+=("$c");;
-    coredns|local-path-provisioner|pause|etcd|debs|argocd|registry|cilium|browser|promtool) other+=("$c");;
+    coredns|local-path-provisioner|pause|etcd|debs|argocd|registry|kwok|cilium|browser|promtool) other+=("$c");;
     *) log "unknown component '$c'"; exit 2;;
   esac
 done
@@ -216,6 +221,21 @@ GO
         log "building the CNCF distribution registry v$REGISTRY_VERSION (cold: ~2.5 min)"
         CGO_ENABLED=0 GOBIN="$REGISTRY_DIR" GOFLAGS=-mod=mod GOTOOLCHAIN=auto \
           go install -trimpath -ldflags "-s -w" "github.com/distribution/distribution/v3/cmd/registry@v$REGISTRY_VERSION"
+      fi;;
+    kwok)
+      if [ ! -x "$KWOK_DIR/kwok" ] || [ ! -s "$KWOK_DIR/stages.yaml" ]; then
+        need_go kwok
+        log "building kwok v$KWOK_VERSION from sigs.k8s.io/kwok (cold: ~3 min on 2 cores)"
+        kwork=$(mktemp -d); cleanups+=("$kwork")
+        kdir=$(cd "$kwork" && GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/kwok@v$KWOK_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
+        mkdir -p "$KWOK_DIR"
+        (cd "$kdir" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=auto go build -trimpath -ldflags "-s -w" -o "$KWOK_DIR/kwok" ./cmd/kwok)
+        # kwok's own Stages: nodes initialised and heartbeating through their Lease; pods Ready once
+        # bound and gone once deleted. Not pod-complete: a simulated task runs until deleted.
+        for f in node/fast/node-initialize node/heartbeat-with-lease/node-heartbeat-with-lease \
+                 pod/fast/pod-ready pod/fast/pod-delete; do
+          echo "---"; cat "$kdir/kustomize/stage/$f.yaml"
+        done > "$KWOK_DIR/stages.yaml"
       fi;;
     cilium)
       # The agent compiles its BPF programs when it starts, with clang >= 18.1 (Debian 12's

@@ -349,6 +349,52 @@ def test_launcher_stops_a_server_through_the_api_when_the_chief_job_ends(apiserv
     assert f"will stop when Job {chief} finishes (watched)" in err, err
 
 
+class Task:
+    """One task's real launcher, started as the chart would start it (its Job's environment, the
+    release's service account token) against this API server, `print('trained')` as its program."""
+
+    def __init__(self, apiserver, namespace, tmp_path, job: dict, index: int, sa: str, timeout: int = 25):
+        pod_spec = job["spec"]["template"]["spec"]
+        job_env = {e["name"]: e.get("value") for e in pod_spec["containers"][0]["env"] if "value" in e}
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("TF_")},
+            **{k: v for k, v in job_env.items() if k.startswith("TF_")},
+            "TF_CONFIG": job_env["TF_CONFIG"].replace("$(TF_TASK_INDEX)", str(index)),
+            "TF_TASK_INDEX": str(index),
+            "TF_CLUSTER_NAMESPACE": namespace,
+            "TF_CLUSTER_PEER_TIMEOUT": str(timeout),
+            "TF_CLUSTER_FENCE_SECONDS": "0",
+            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+            "KUBERNETES_SERVICE_PORT": str(apiserver["port"]),
+            "TF_CLUSTER_SA_DIR": str(token_for(apiserver, namespace, sa, tmp_path)),
+        }
+        env.pop("TF_CLUSTER_METRICS_PORT", None)
+        self.proc = subprocess.Popen(
+            [sys.executable, str(LAUNCHER), "--", sys.executable, "-c", "print('trained')"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[tuple[float, str]] = []
+
+    def until(self, text: str, timeout: float = 15) -> float:
+        """When the launcher logged `text` (monotonic); fails with its log if it did not in time."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            line = self.proc.stderr.readline()
+            if not line:
+                break
+            self.lines.append((time.monotonic(), line))
+            if text in line:
+                return time.monotonic()
+        raise AssertionError(f"no {text!r} in the launcher's log:\n" + "".join(t for _, t in self.lines))
+
+    def finish(self) -> str:
+        _, rest = self.proc.communicate(timeout=60)
+        return "".join(t for _, t in self.lines) + rest
+
+
 def test_a_worker_waits_for_the_leaders_pod_through_a_watch_before_any_dns_lookup(apiserver, namespace, tmp_path):
     """MultiWorkerMirrored worker 1 waits for the coordination leader (worker 0) alone: its pod is
     watched (none yet, then no IP, then an IP) and only then is its name looked up. Here no DNS
@@ -363,43 +409,9 @@ def test_a_worker_waits_for_the_leaders_pod_through_a_watch_before_any_dns_looku
             utils.create_from_dict(api, doc, namespace=namespace)
     (job,) = [d for d in docs if d["kind"] == "Job" and "-worker-" in d["metadata"]["name"]]
     pod_spec = job["spec"]["template"]["spec"]
-    job_env = {e["name"]: e.get("value") for e in pod_spec["containers"][0]["env"] if "value" in e}
     leader = f"{job['metadata']['name']}-0"
-    sa_dir = token_for(apiserver, namespace, "mw-tf-cluster", tmp_path)
-    env = {
-        **{k: v for k, v in os.environ.items() if not k.startswith("TF_")},
-        **{k: v for k, v in job_env.items() if k.startswith("TF_")},
-        "TF_CONFIG": job_env["TF_CONFIG"].replace("$(TF_TASK_INDEX)", "1"),
-        "TF_TASK_INDEX": "1",
-        "TF_CLUSTER_NAMESPACE": namespace,
-        "TF_CLUSTER_PEER_TIMEOUT": "25",
-        "TF_CLUSTER_FENCE_SECONDS": "0",
-        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-        "KUBERNETES_SERVICE_PORT": str(apiserver["port"]),
-        "TF_CLUSTER_SA_DIR": str(sa_dir),
-    }
-    env.pop("TF_CLUSTER_METRICS_PORT", None)
-    proc = subprocess.Popen(
-        [sys.executable, str(LAUNCHER), "--", sys.executable, "-c", "print('trained')"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[tuple[float, str]] = []
-
-    def until(text: str, timeout: float = 15) -> float:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            line = proc.stderr.readline()
-            if not line:
-                break
-            lines.append((time.monotonic(), line))
-            if text in line:
-                return time.monotonic()
-        raise AssertionError(f"no {text!r} in the launcher's log:\n" + "".join(t for _, t in lines))
-
-    until(f"{leader}.mw-tf-cluster (no pod yet)")
+    task = Task(apiserver, namespace, tmp_path, job, 1, "mw-tf-cluster")
+    task.until(f"{leader}.mw-tf-cluster (no pod yet)")
     core = client.CoreV1Api(api)
     pod = {
         "apiVersion": "v1",
@@ -422,7 +434,7 @@ def test_a_worker_waits_for_the_leaders_pod_through_a_watch_before_any_dns_looku
         },
     }
     core.create_namespaced_pod(namespace, pod)
-    until("on node node-a, no IP yet")
+    task.until("on node node-a, no IP yet")
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     core.patch_namespaced_pod_status(
         pod["metadata"]["name"],
@@ -431,13 +443,53 @@ def test_a_worker_waits_for_the_leaders_pod_through_a_watch_before_any_dns_looku
     )
     t_ip = time.monotonic()
     # then its name is asked for as private-use record types (never cached for A/AAAA), for up to 10 s
-    t_seen = until("have an IP but DNS does not answer for them yet", timeout=20)
+    t_seen = task.until("have an IP but DNS does not answer for them yet", timeout=20)
     assert t_seen - t_ip < 15, f"the launcher moved on {t_seen - t_ip:.1f}s after the pod's IP was set"
-    _, rest = proc.communicate(timeout=60)
-    err = "".join(t for _, t in lines) + rest
-    assert proc.returncode == 4, err
+    err = task.finish()
+    assert task.proc.returncode == 4, err
     assert f"peer(s) never resolved: {leader}.mw-tf-cluster" in err, err
     assert "trained" not in err
+
+
+def test_the_parameter_server_chief_learns_its_peers_from_the_services_endpointslices(apiserver, namespace, tmp_path):
+    """The ParameterServer chief waits for every peer: through the headless Service's
+    EndpointSlices (what CoreDNS serves from; a few hundred bytes an address where a pod carries
+    TF_CONFIG), with the chart's Role. A missing peer is explained from its own pod (one request).
+    Here no controller manager writes the slices: the test writes them as it would."""
+    api = apiserver["api"]
+    from kubernetes import client, utils
+
+    docs = helm.parse(helm.template([PS_EXAMPLE], release="pe", namespace=namespace))
+    for doc in docs:
+        if doc["kind"] != "Pod":
+            utils.create_from_dict(api, doc, namespace=namespace)
+    jobs = {d["metadata"]["name"].split("-")[-2]: d for d in docs if d["kind"] == "Job"}
+    service = next(d["metadata"]["name"] for d in docs if d["kind"] == "Service")
+    peers = [f"{jobs[r]['metadata']['name']}-{i}" for r, n in (("chief", 1), ("worker", 2), ("ps", 1)) for i in range(n)]
+    task = Task(apiserver, namespace, tmp_path, jobs["chief"], 0, "pe-tf-cluster")
+    task.until(f"waiting for {len(peers)}/{len(peers)} peer pod(s)")
+    task.until(f"{peers[0]}.{service} (no pod yet)")
+
+    def endpoint(host: str, i: int) -> dict:
+        return {"addresses": [f"10.244.0.{10 + i}"], "hostname": host, "conditions": {"ready": True}}
+
+    discovery = client.DiscoveryV1Api(api)
+    body = {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {"name": f"{service}-abcde", "labels": {"kubernetes.io/service-name": service}},
+        "addressType": "IPv4",
+        "ports": [{"name": "grpc", "port": 2222, "protocol": "TCP"}],
+        "endpoints": [endpoint(h, i) for i, h in enumerate(peers[:-1])],
+    }
+    discovery.create_namespaced_endpoint_slice(namespace, body)
+    task.until(f"waiting for 1/{len(peers)} peer pod(s)")
+    body["endpoints"].append(endpoint(peers[-1], len(peers)))
+    discovery.replace_namespaced_endpoint_slice(body["metadata"]["name"], namespace, body)
+    task.until("have an IP but DNS does not answer for them yet", timeout=20)
+    err = task.finish()
+    assert task.proc.returncode == 4, err
+    assert "cannot watch" not in err and "waiting on DNS instead" not in err, err
 
 
 def job_uids(api, namespace):

@@ -367,3 +367,24 @@ def test_the_resolvers_servers_search_domains_and_ndots_are_read_as_glibc_reads_
         5,
     )
     assert launcher.resolv_conf(str(tmp_path / "absent")) == ([], [], 1)
+
+
+def test_several_peers_are_learnt_from_their_services_endpointslices_as_coredns_serves_them():
+    def piece(*endpoints, service="r"):
+        return {"metadata": {"labels": {"kubernetes.io/service-name": service}}, "endpoints": list(endpoints)}
+
+    slices = [
+        piece(
+            {"hostname": "r-worker-0a1b2c-0", "addresses": ["10.0.0.5"], "conditions": {"ready": True}},
+            {"hostname": "r-worker-0a1b2c-1", "addresses": ["10.0.0.6"], "conditions": {"ready": False}},
+            {"hostname": "r-worker-0a1b2c-2", "addresses": [], "conditions": {"ready": True}},
+            {"addresses": ["10.0.0.8"], "conditions": {"ready": True}},  # no hostname: no per-task name
+        ),
+        piece({"hostname": "r-ps-0a1b2c-0", "addresses": ["10.0.0.7"]}),  # ready unset: served
+        piece({"hostname": "r-worker-0a1b2c-3", "addresses": ["10.0.0.9"]}, service="other"),
+    ]
+    assert launcher.endpoint_keys(slices) == {"r-worker-0a1b2c-0.r", "r-ps-0a1b2c-0.r", "r-worker-0a1b2c-3.other"}
+    assert launcher.host_key(host("worker", 0) + ".ns.svc.cluster.local") == host("worker", 0)
+    assert launcher.peer_service([host("worker", 0), host("ps", 0)]) == "r"
+    assert launcher.peer_service([host("worker", 0), "x-0.other"]) is None  # two Services: the release's pods
+    assert launcher.peer_service(["localhost", host("ps", 0)]) is None

@@ -237,11 +237,33 @@ def why_missing(host, pods):
     return "on node %s, no IP yet" % pod.get("spec", {}).get("nodeName", "?")
 
 
+def slim_pod(pod):
+    """What the launcher reads of a pod (the peer wait, the fence): a pod's spec carries TF_CONFIG,
+    ~120 KB at 4096 tasks, which a watch of the release's pods must not keep for each."""
+    meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
+    return {
+        "metadata": {k: meta[k] for k in ("name", "deletionTimestamp", "resourceVersion") if k in meta},
+        "spec": {k: spec[k] for k in ("hostname", "subdomain", "nodeName") if k in spec},
+        "status": {k: status[k] for k in ("phase", "reason", "podIP", "conditions") if k in status},
+    }
+
+
+def host_key(host):
+    """<hostname>.<service> of a TF_CONFIG host (which may go on with the namespace and domain)."""
+    return ".".join(host.split(".")[:2])
+
+
+def pod_keys(pods):
+    """The hosts (<hostname>.<service>) backed by a live pod with an IP: the EndpointSlice
+    controller has put each in the headless Service (it publishes not-ready addresses), and
+    CoreDNS answers for it."""
+    return {pod_host(p) for p in pods if pod_host(p) and p.get("status", {}).get("podIP")
+            and not p.get("metadata", {}).get("deletionTimestamp")}
+
+
 def published(host, pods):
-    """Is `host` backed by a live pod with an IP? Then the EndpointSlice controller has put it in
-    the headless Service (it publishes not-ready addresses), and CoreDNS answers for it."""
-    return any(backs(p, host) and p.get("status", {}).get("podIP")
-               and not p.get("metadata", {}).get("deletionTimestamp") for p in pods)
+    """Is `host` backed by a live pod with an IP (pod_keys)?"""
+    return host_key(host) in pod_keys(pods)
 
 
 PROBE_OFFSET = int.from_bytes(os.urandom(1), "big")  # tasks probing one name start at different types
@@ -315,27 +337,77 @@ def name_exists(host, attempt=0):
     return False if all(c == 3 for c in codes) else None
 
 
+def index_selector(host):
+    """A label selector for the pod behind one host: an Indexed Job's pod hostname is <job>-<index>."""
+    job, _, index = host.split(".")[0].rpartition("-")
+    if job and index.isdigit():
+        return "batch.kubernetes.io/job-name=%s,batch.kubernetes.io/job-completion-index=%s" % (job, index)
+    return None
+
+
 def peer_selector(hosts):
-    """A label selector for the pods behind `hosts`: the one Job index's pods for one host (an Indexed
-    Job's pod hostname is <job>-<index>), the release's pods for more."""
-    if len(hosts) == 1:
-        job, _, index = hosts[0].split(".")[0].rpartition("-")
-        if job and index.isdigit():
-            return "batch.kubernetes.io/job-name=%s,batch.kubernetes.io/job-completion-index=%s" % (job, index)
+    """A label selector for the pods behind `hosts`: the one Job index's pods for one host, the
+    release's pods for more."""
+    if len(hosts) == 1 and index_selector(hosts[0]):
+        return index_selector(hosts[0])
     return env("TF_CLUSTER_RELEASE_SELECTOR")
 
 
+def endpoint_keys(slices):
+    """The hosts (<hostname>.<service>) among a headless Service's EndpointSlices that CoreDNS
+    serves: with an address, and ready (with publishNotReadyAddresses, every address is)."""
+    return {"%s.%s" % (e["hostname"], s.get("metadata", {}).get("labels", {}).get("kubernetes.io/service-name"))
+            for s in slices for e in s.get("endpoints") or []
+            if e.get("hostname") and e.get("addresses") and (e.get("conditions") or {}).get("ready") is not False}
+
+
+def peer_service(hosts):
+    """The headless Service every one of `hosts` (<hostname>.<service>...) belongs to, if one."""
+    services = {h.split(".")[1] if h.count(".") else "" for h in hosts}
+    return services.pop() if len(services) == 1 and "" not in services else None
+
+
+def why_unpublished(namespace, host):
+    """Why `host` is not among its Service's endpoints yet, in words: its pod read on its own (one
+    request, made only for the wait's log)."""
+    selector = index_selector(host)
+    if not selector:
+        return "not published yet"
+    from urllib.parse import quote
+    try:
+        pods = api("/api/v1/namespaces/%s/pods?labelSelector=%s" % (namespace, quote(selector))).get("items") or []
+    except (ConfigError, urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
+        return "not published yet"
+    return why_missing(host, pods)
+
+
 def wait_for_peer_pods(hosts, timeout, interval=5.0, give_up=None, settle=1.0):
-    """Wait for the pods behind `hosts` through the API (one LIST, then one WATCH of just those
-    pods), then check each name in DNS once. No name is looked up before its pod has an IP, so no
-    lookup leaves an NXDOMAIN in CoreDNS' cache (30 s with the addon's Corefile) to stall the
-    start. Returns the hosts still missing (as wait_for_peers), or None when the API cannot be
-    read (no Kubernetes, RBAC without watch on pods): the caller waits on DNS instead."""
+    """Wait until `hosts` are published, learnt through the API (one LIST, then one WATCH), then
+    check each name in DNS once. One peer: its pod, watched by its Job index. More: their headless
+    Service's EndpointSlices, which CoreDNS itself serves from (a hundred addresses a slice, where
+    a pod carries TF_CONFIG: ~120 KB each at 4096 tasks). No name is looked up before it is
+    published, so no lookup leaves an NXDOMAIN in CoreDNS' cache (30 s with the addon's Corefile)
+    to stall the start. Returns the hosts still missing (as wait_for_peers), or None when the API
+    cannot be read (no Kubernetes, RBAC without watch on pods or EndpointSlices): the caller waits
+    on DNS instead."""
     namespace = env("TF_CLUSTER_NAMESPACE")
+    service = peer_service(hosts) if len(hosts) > 1 else None
     selector = peer_selector(hosts)
-    if not env("KUBERNETES_SERVICE_HOST") or not namespace or not selector:
+    if not env("KUBERNETES_SERVICE_HOST") or not namespace or not (service or selector):
         return None
-    pods = Informer("/api/v1/namespaces/%s/pods" % namespace, label_selector=selector, name="peer pods")
+    if service:
+        what = "endpoints"
+        pods = Informer("/apis/discovery.k8s.io/v1/namespaces/%s/endpointslices" % namespace,
+                        label_selector="kubernetes.io/service-name=" + service, name="peer endpoints")
+        keys = endpoint_keys
+
+        def why(h, _current):
+            return why_unpublished(namespace, h)
+    else:
+        what = "pods"
+        pods = Informer("/api/v1/namespaces/%s/pods" % namespace, label_selector=selector, name="peer pods",
+                        keep=slim_pod)
+        keys, why = pod_keys, why_missing
     pods.start()
     start = time.monotonic()
     last_log = start
@@ -354,8 +426,9 @@ def wait_for_peer_pods(hosts, timeout, interval=5.0, give_up=None, settle=1.0):
                 pods.wait_for_change(1.0)
                 continue
             current = pods.snapshot()
+            known = keys(current)
             for h in hosts:
-                if h not in seen and published(h, current):
+                if h not in seen and host_key(h) in known:
                     seen[h] = 0.0 if first else now
             first = False
             missing = [h for h in hosts if h not in seen]
@@ -366,10 +439,11 @@ def wait_for_peer_pods(hosts, timeout, interval=5.0, give_up=None, settle=1.0):
             if now - last_log >= interval:
                 if give_up is not None and give_up():
                     return missing
+                shown = 10 if what == "pods" else 3  # endpoints: each reason is a request
                 log("waiting for %d/%d peer pod(s) (%ds/%ds): %s" % (
                     len(missing), len(hosts), now - start, timeout, "; ".join(
-                        "%s (%s)" % (h, why_missing(h, current)) for h in missing[:10])
-                    + (" ..." if len(missing) > 10 else "")))
+                        "%s (%s)" % (h, why(h, current)) for h in missing[:shown])
+                    + (" ..." if len(missing) > shown else "")))
                 last_log = now
             pods.wait_for_change(min(interval, max(0.05, start + timeout - now)))
     finally:
@@ -391,8 +465,8 @@ def wait_for_peer_pods(hosts, timeout, interval=5.0, give_up=None, settle=1.0):
             time.sleep(0.2)
     late = [h for h in hosts if not resolves(h)]
     if not late:
-        log("all %d peer(s) resolve after %.1fs (their pods watched first: %d API request(s), %d lookup(s))"
-            % (len(hosts), time.monotonic() - start, pods.requests, len(hosts)))
+        log("all %d peer(s) resolve after %.1fs (their %s watched first: %d API request(s), %d lookup(s))"
+            % (len(hosts), time.monotonic() - start, what, pods.requests, len(hosts)))
         return []
     log("%d peer pod(s) have an IP but DNS does not answer for them yet: %s; waiting on DNS (a headless "
         "Service that does not publish not-ready addresses, or a slow EndpointSlice controller)"
@@ -491,8 +565,10 @@ class Informer:
     backoff up to 30 s); a new LIST only when the resourceVersion is too old (410 Gone). What
     client-go's informer does, for one reader, with the standard library. Counts its requests."""
 
-    def __init__(self, path, label_selector=None, field_selector=None, name="objects"):
+    def __init__(self, path, label_selector=None, field_selector=None, name="objects", keep=None, page=250):
         from urllib.parse import quote
+        self.keep = keep or (lambda obj: obj)  # what is kept of each object: a release's pods are big
+        self.page = page  # LIST in pages: one answer of 4096 pods would be ~500 MB to parse at once
         query = []
         if label_selector:
             query.append("labelSelector=" + quote(label_selector))
@@ -558,19 +634,16 @@ class Informer:
         rv, backoff, failures = None, 1.0, 0
         while not self._stop.is_set():
             try:
-                if rv is None:
-                    self.requests += 1
-                    data = api(self.path)
-                    rv = data.get("metadata", {}).get("resourceVersion")
-                    self._replace({o["metadata"]["name"]: o for o in data.get("items") or []})
                 sep = "&" if "?" in self.path else "?"
+                if rv is None:
+                    rv = self._list(sep)
                 self.requests += 1
                 for event in api_watch("%s%sresourceVersion=%s" % (self.path, sep, rv),
                                        random.randint(*WATCH_SECONDS), on_open=self._opened):
                     obj = event.get("object") or {}
                     rv = obj.get("metadata", {}).get("resourceVersion") or rv
                     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
-                        self._apply(event["type"], obj)
+                        self._apply(event["type"], self.keep(obj))
                     if self._stop.is_set():
                         return
                 backoff, failures = 1.0, 0
@@ -591,6 +664,21 @@ class Informer:
                 if self._stop.is_set():
                     return  # stop() closed the watch under us
                 failures, backoff = self._failed(e, failures, backoff)
+
+    def _list(self, sep):
+        """LIST page by page (one snapshot: the pages share its resourceVersion; an expired
+        continue token is a 410, and the LIST starts again); returns the resourceVersion."""
+        from urllib.parse import quote
+        items, token = {}, None
+        while True:
+            self.requests += 1
+            data = api("%s%slimit=%d%s" % (self.path, sep, self.page, "&continue=" + quote(token) if token else ""))
+            for o in data.get("items") or []:
+                items[o["metadata"]["name"]] = self.keep(o)
+            token = data.get("metadata", {}).get("continue")
+            if not token:
+                self._replace(items)
+                return data.get("metadata", {}).get("resourceVersion")
 
     def _failed(self, e, failures, backoff):
         import random
@@ -808,7 +896,7 @@ def fence_loop(stop_event, on_peer_lost=None):
     after = float(env("TF_CLUSTER_FENCE_AFTER", "10"))
     namespace, selector = env("TF_CLUSTER_NAMESPACE"), env("TF_CLUSTER_RELEASE_SELECTOR")
     pods = Informer("/api/v1/namespaces/%s/pods" % namespace, label_selector=selector,
-                    name="the release's pods").start()
+                    name="the release's pods", keep=slim_pod).start()
     warned, known = False, None
     while not stop_event.wait(every):
         if pods.forbidden:

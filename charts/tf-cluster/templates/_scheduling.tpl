@@ -113,6 +113,14 @@ single
 {{- if and .Values.rbac.create (gt (int (include "tf-cluster.trainingTaskCount" .)) 1) -}}true{{- end -}}
 {{- end -}}
 
+{{/* Does a task wait for several peers (the ParameterServer chief for all, every task of a custom
+     strategy; a MultiWorkerMirrored task waits for the leader alone)? It learns them from the
+     headless Service's EndpointSlices (files/launcher.py wait_for_peer_pods), not their pods. */}}
+{{- define "tf-cluster.watchesPeerEndpoints" -}}
+{{- $chiefWaits := and (eq .Values.strategy "parameterServer") (not (include "tf-cluster.coordinatorInNotebook" .)) -}}
+{{- if and (include "tf-cluster.watchesPeers" .) (or $chiefWaits (eq .Values.strategy "custom")) -}}true{{- end -}}
+{{- end -}}
+
 {{/* Does the launcher fence pods stranded on a lost node (nodeLoss.fence, with the Role it needs)? */}}
 {{- define "tf-cluster.fences" -}}
 {{- if and .Values.nodeLoss.fence .Values.rbac.create -}}true{{- end -}}

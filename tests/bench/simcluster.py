@@ -1,0 +1,370 @@
+"""A simulated cluster for the scale benchmarks (bench_sim.py): the real etcd, kube-apiserver,
+kube-controller-manager and kube-scheduler (1.37, built by hack/node/build.sh, gang scheduling on as
+the node harness turns it on), kwok's fake nodes and pods (sigs.k8s.io/kwok: a node is an object kwok
+keeps Ready; a pod bound to one turns Running with an IP and stays so until deleted), and the real
+CoreDNS with the Kubernetes addon's Corefile (ttl 30, cache 30) serving the cluster's names.
+
+Everything but Kubernetes' own defaults is named here: the controller manager and scheduler keep
+their client rate limits (what a cluster that has not tuned them has), etcd keeps its 2 GB quota.
+etcd's data lives in memory (/dev/shm) so that the disk does not time the runs.
+
+The API server writes an audit log of the requests made by service accounts (the tasks' own token):
+bench_sim.py counts a launcher's requests there, and the API server's own metrics for the rest.
+
+    with SimCluster(Path("build/sim"), nodes=256) as sim:
+        api = sim.api
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import yaml
+
+CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster"
+K8S_VERSION = os.environ.get("NODE_K8S_VERSION", "1.37.2")
+BIN = Path(os.environ.get("TF_CLUSTER_E2E_BIN") or CACHE / f"k8s-{K8S_VERSION}")
+KWOK_DIR = Path(os.environ.get("KWOK_DIR") or CACHE / f"kwok-{os.environ.get('KWOK_VERSION', '0.8.0')}")
+ADMIN_TOKEN = "sim-admin-token"
+# as hack/node/control_plane.py: the gang API served, and GenericWorkload on in all three
+GANG = ["--feature-gates=GenericWorkload=true"]
+# The Corefile of Kubernetes' CoreDNS addon (kubeadm's), on a loopback address of its own; no
+# upstream (every name asked is the cluster's) and its metrics on a port of their own.
+COREFILE = """.:53 {{
+    bind {ip}
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig} sim
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 30
+    }}
+    prometheus 127.0.0.1:{metrics}
+    cache 30
+    loadbalance
+}}
+"""
+AUDIT_POLICY = {
+    "apiVersion": "audit.k8s.io/v1",
+    "kind": "Policy",
+    "omitStages": ["RequestReceived"],
+    "rules": [{"level": "Metadata", "userGroups": ["system:serviceaccounts"]}, {"level": "None"}],
+}
+
+
+def missing() -> str | None:
+    """Why the simulated cluster cannot start here (None: it can)."""
+    need = [BIN / c for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "coredns")]
+    need.append(KWOK_DIR / "kwok")
+    absent = [str(p) for p in need if not p.exists()]
+    if absent:
+        return "not built: " + ", ".join(absent) + " (hack/node/build.sh kube-apiserver kube-controller-manager kube-scheduler coredns kwok)"
+    for tool in ("etcd", "openssl", "unshare"):
+        if not shutil.which(tool):
+            return f"{tool} is not installed"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def sh(*argv) -> None:
+    subprocess.run([str(a) for a in argv], check=True, capture_output=True)
+
+
+def counters(text: str, name: str) -> dict[tuple, float]:
+    """The samples of one Prometheus counter in a /metrics text, by their label set."""
+    out: dict[tuple, float] = {}
+    for line in text.splitlines():
+        if not line.startswith(name + "{") and not line.startswith(name + " "):
+            continue
+        head, _, value = line.rpartition(" ")
+        labels = ()
+        if "{" in head:
+            body = head[head.index("{") + 1 : head.rindex("}")]
+            labels = tuple(sorted(tuple(kv.split("=", 1)) for kv in _split_labels(body)))
+        out[tuple((k, v.strip('"')) for k, v in labels)] = float(value)
+    return out
+
+
+def _split_labels(body: str) -> list[str]:
+    parts, cur, quoted = [], "", False
+    for ch in body:
+        if ch == '"':
+            quoted = not quoted
+        if ch == "," and not quoted:
+            parts.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return [p for p in parts + [cur] if p]
+
+
+class SimCluster:
+    def __init__(self, work: Path, nodes: int = 256, node_pods: int = 32, dns_ip: str = "127.0.0.153"):
+        self.work = Path(work)
+        self.nodes, self.node_pods, self.dns_ip = nodes, node_pods, dns_ip
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.port = free_port()
+        self.dns_metrics = free_port()
+        self.kubeconfig = self.work / "kubeconfig"
+        self.audit_log = self.work / "audit.log"
+        self.api = None
+
+    # ------------------------------------------------------------------ up and down
+
+    def __enter__(self) -> SimCluster:
+        try:
+            self.up()
+        except BaseException:
+            self.down()
+            raise
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.down()
+
+    def start(self, name: str, argv: list, env: dict | None = None) -> None:
+        log = open(self.work / f"{name}.log", "w")
+        self.procs[name] = subprocess.Popen(
+            [str(a) for a in argv], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+        )
+
+    def up(self) -> None:
+        why = missing()
+        if why:
+            raise RuntimeError(why)
+        if self.work.exists():
+            shutil.rmtree(self.work)
+        self.work.mkdir(parents=True)
+        self._pki()
+        self.etcd_dir = Path(tempfile.mkdtemp(prefix="tf-cluster-sim-etcd-", dir="/dev/shm"))
+        etcd, peer = free_port(), free_port()
+        self.etcd_port = etcd
+        self.start(
+            "etcd",
+            ["etcd", "--data-dir", self.etcd_dir, "--listen-client-urls", f"http://127.0.0.1:{etcd}",
+             "--advertise-client-urls", f"http://127.0.0.1:{etcd}", "--listen-peer-urls", f"http://127.0.0.1:{peer}"],
+        )  # fmt: skip
+        (self.work / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
+        w = self.work
+        self.start(
+            "kube-apiserver",
+            [BIN / "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{etcd}", "--bind-address=127.0.0.1",
+             f"--secure-port={self.port}", f"--tls-cert-file={w / 'srv.crt'}", f"--tls-private-key-file={w / 'srv.key'}",
+             f"--client-ca-file={w / 'ca.crt'}", f"--token-auth-file={w / 'tokens.csv'}", "--authorization-mode=RBAC",
+             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+             f"--service-account-key-file={w / 'sa.pub'}", f"--service-account-signing-key-file={w / 'sa.key'}",
+             "--service-cluster-ip-range=10.96.0.0/16", f"--audit-policy-file={w / 'audit-policy.yaml'}",
+             f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
+             # Debian's etcd is 3.4: no watch progress requests, so a streaming list (client-go's
+             # WatchListClient, kwok's informers) fails mid-stream and is retried forever; refused at
+             # once, the clients fall back to LIST and WATCH
+             "--runtime-config=scheduling.k8s.io/v1beta1=true", "--feature-gates=GenericWorkload=true,WatchList=false"],
+        )  # fmt: skip
+        self._kubeconfig()
+        self._wait("kube-apiserver /readyz", lambda: self.get("/readyz") == "ok", 120)
+        self.start(
+            "kube-controller-manager",
+            [BIN / "kube-controller-manager", f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
+             f"--service-account-private-key-file={w / 'sa.key'}", f"--root-ca-file={w / 'ca.crt'}",
+             "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--service-cluster-ip-range=10.96.0.0/16",
+             f"--authentication-kubeconfig={self.kubeconfig}", f"--authorization-kubeconfig={self.kubeconfig}", *GANG],
+        )  # fmt: skip
+        self.start(
+            "kube-scheduler",
+            [BIN / "kube-scheduler", f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
+             "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+             f"--authentication-kubeconfig={self.kubeconfig}", f"--authorization-kubeconfig={self.kubeconfig}", *GANG],
+        )  # fmt: skip
+        self.start(
+            "kwok",
+            [KWOK_DIR / "kwok", f"--kubeconfig={self.kubeconfig}", f"--config={KWOK_DIR / 'stages.yaml'}",
+             "--manage-all-nodes=true", "--cidr=10.64.0.1/12", "--node-ip=10.63.0.1",
+             # nodes keep a Lease as kubelets do (without the flag kwok holds none: its heartbeat
+             # stage renews their status every 10 min, and the node lifecycle controller marks them
+             # NotReady after 50 s, evicting their pods)
+             "--node-lease-duration-seconds=40"],
+        )  # fmt: skip
+        (w / "Corefile").write_text(
+            COREFILE.format(ip=self.dns_ip, kubeconfig=self.kubeconfig, metrics=self.dns_metrics)
+        )
+        self.start("coredns", [BIN / "coredns", "-conf", w / "Corefile"])
+        from kubernetes import config
+
+        self.api = config.new_client_from_config(str(self.kubeconfig))
+        self._add_nodes()
+        self._wait("CoreDNS metrics", lambda: bool(self.dns_requests() is not None), 60)
+
+    def down(self) -> None:
+        for p in reversed(list(self.procs.values())):
+            if p.poll() is None:
+                p.terminate()
+        for name, p in self.procs.items():
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if getattr(self, "etcd_dir", None):
+            shutil.rmtree(self.etcd_dir, ignore_errors=True)
+
+    def check_alive(self) -> None:
+        dead = [n for n, p in self.procs.items() if p.poll() is not None]
+        if dead:
+            tail = (self.work / f"{dead[0]}.log").read_text()[-2000:]
+            raise RuntimeError(f"{', '.join(dead)} exited; the end of {dead[0]}.log:\n{tail}")
+
+    def _wait(self, what: str, ready, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            try:
+                if ready():
+                    return
+            except Exception:  # noqa: BLE001 - not up yet, until the deadline
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{what} not ready after {timeout:.0f}s (logs in {self.work})")
+            time.sleep(0.5)
+
+    def _pki(self) -> None:
+        w = self.work
+        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", w / "ca.key", "-out", w / "ca.crt",
+           "-days", "2", "-subj", "/CN=tf-cluster-sim-ca")  # fmt: skip
+        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", w / "srv.key", "-out", w / "srv.csr",
+           "-subj", "/CN=kube-apiserver")  # fmt: skip
+        (w / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+        sh("openssl", "x509", "-req", "-in", w / "srv.csr", "-CA", w / "ca.crt", "-CAkey", w / "ca.key",
+           "-CAcreateserial", "-out", w / "srv.crt", "-days", "2", "-extfile", w / "ext.cnf")  # fmt: skip
+        sh("openssl", "genrsa", "-out", w / "sa.key", "2048")
+        sh("openssl", "rsa", "-in", w / "sa.key", "-pubout", "-out", w / "sa.pub")
+        (w / "tokens.csv").write_text(f"{ADMIN_TOKEN},admin,admin,system:masters\n")
+
+    def _kubeconfig(self) -> None:
+        server = f"https://127.0.0.1:{self.port}"
+        self.kubeconfig.write_text(
+            yaml.safe_dump(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Config",
+                    "current-context": "sim",
+                    "clusters": [{"name": "sim", "cluster": {"server": server, "certificate-authority": str(self.work / "ca.crt")}}],
+                    "users": [{"name": "admin", "user": {"token": ADMIN_TOKEN}}],
+                    "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "admin"}}],
+                }
+            )
+        )
+
+    def _add_nodes(self) -> None:
+        from kubernetes import client
+
+        core = client.CoreV1Api(self.api)
+        for i in range(self.nodes):
+            core.create_node(
+                client.V1Node(
+                    metadata=client.V1ObjectMeta(
+                        name=f"kwok-node-{i}",
+                        annotations={"kwok.x-k8s.io/node": "fake"},
+                        labels={"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{i}",
+                                "topology.kubernetes.io/zone": f"zone-{i % 4}"},
+                    ),
+                    status=client.V1NodeStatus(
+                        allocatable={"cpu": "32", "memory": "256Gi", "pods": str(self.node_pods)},
+                        capacity={"cpu": "32", "memory": "256Gi", "pods": str(self.node_pods)},
+                    ),
+                )
+            )  # fmt: skip
+
+        def ready() -> bool:
+            nodes = core.list_node().items
+            return len(nodes) == self.nodes and all(
+                any(c.type == "Ready" and c.status == "True" for c in (n.status.conditions or [])) for n in nodes
+            )
+
+        self._wait(f"{self.nodes} kwok nodes Ready", ready, 120)
+
+    # ------------------------------------------------------------------ reading it
+
+    def get(self, path: str, accept: str = "*/*") -> str:
+        ctx = ssl.create_default_context(cafile=str(self.work / "ca.crt"))
+        req = urllib.request.Request(
+            f"https://127.0.0.1:{self.port}{path}", headers={"Authorization": f"Bearer {ADMIN_TOKEN}", "Accept": accept}
+        )
+        with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
+            return r.read().decode()
+
+    def apiserver_requests(self) -> dict[tuple[str, str], float]:
+        """apiserver_request_total summed by (verb, resource)."""
+        out: dict[tuple[str, str], float] = {}
+        for labels, v in counters(self.get("/metrics"), "apiserver_request_total").items():
+            d = dict(labels)
+            key = (d.get("verb", ""), d.get("resource", "") + ("/" + d["subresource"] if d.get("subresource") else ""))
+            out[key] = out.get(key, 0.0) + v
+        return out
+
+    def dns_requests(self) -> float | None:
+        """Every query CoreDNS has answered (coredns_dns_requests_total, all labels)."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.dns_metrics}/metrics", timeout=10) as r:
+                text = r.read().decode()
+        except OSError:
+            return None
+        return sum(counters(text, "coredns_dns_requests_total").values())
+
+    def list_bytes(self) -> float:
+        """Bytes the API server has sent in answer to LISTs (apiserver_response_sizes_sum, every
+        resource): the launchers' LISTs are the only ones while they start."""
+        return sum(
+            v for labels, v in counters(self.get("/metrics"), "apiserver_response_sizes_sum").items()
+            if dict(labels).get("verb") == "LIST"
+        )
+
+    def nodes_not_ready(self) -> int:
+        from kubernetes import client
+
+        return sum(
+            1 for n in client.CoreV1Api(self.api).list_node().items
+            if not any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
+        )
+
+    def etcd_db_bytes(self) -> int:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.etcd_port}/metrics", timeout=10) as r:
+            return int(sum(counters(r.read().decode(), "etcd_mvcc_db_total_size_in_bytes").values()))
+
+    def audit(self, user: str, since: float = 0.0, until: float = float("inf")) -> list[dict]:
+        """The audit events of `user`'s requests received in [since, until) (epoch seconds), one per
+        request (a watch: its ResponseStarted; others: ResponseComplete)."""
+        from datetime import datetime
+
+        out, seen = [], set()
+        if not self.audit_log.exists():
+            return out
+        for line in self.audit_log.read_text().splitlines():
+            e = json.loads(line)
+            if e.get("user", {}).get("username") != user or e["auditID"] in seen:
+                continue
+            if e["stage"] not in ("ResponseStarted", "ResponseComplete"):
+                continue
+            at = datetime.fromisoformat(e["requestReceivedTimestamp"].replace("Z", "+00:00")).timestamp()
+            if since <= at < until:
+                seen.add(e["auditID"])
+                out.append(e)
+        return out
+
+    def token(self, namespace: str, service_account: str, seconds: int = 7200) -> str:
+        from kubernetes import client
+
+        req = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=["https://kubernetes.default.svc.cluster.local"], expiration_seconds=seconds))
+        return client.CoreV1Api(self.api).create_namespaced_service_account_token(service_account, namespace, req).status.token
