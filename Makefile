@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # prints the table at the end: tooling/timings.py); otherwise it only runs the step.
 TIME  := python3 tooling/timings.py run
 
-.PHONY: help setup setup-demo check check-all test lint golden test-image image notebook-image kind-node-image kind-smoke e2e-api e2e-bins e2e-images e2e e2e-up e2e-down e2e-status demo render tiers docs site bench package publish release clean
+.PHONY: help setup setup-demo check check-all test lint golden test-image image notebook-image kind-node-image kind-smoke e2e-api e2e-bins e2e-images e2e e2e-up e2e-down e2e-status demo render tiers docs site bench bench-sim package publish release clean
 .DEFAULT_GOAL := help
 
 help:  ## this list of targets
@@ -139,7 +139,12 @@ bench: image  ## measure and write docs/benchmarks.md (+ PNGs): scale, run-local
 	cd tests/bench && ../../$(PY) bench_images.py
 	$(NODE) up && kc=$$($(NODE) env | cut -d= -f2) && (cd tests/bench && ../../$(PY) bench_node.py --runs $(BENCH_RUNS) --kubeconfig $$kc); \
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc
+	$(MAKE) bench-sim
 	cd tests/bench && ../../$(PY) report.py
+
+bench-sim: setup  ## thousands of tasks on a simulated cluster (kwok's nodes, the real control plane and CoreDNS): starts of 64/512/4096 tasks, gang on and off, and what the launchers ask of the API and DNS (~45 min)
+	bash hack/node/build.sh kube-apiserver kube-controller-manager kube-scheduler coredns etcd kwok
+	cd tests/bench && ../../$(PY) bench_sim.py
 
 clean:  ## remove the venv, the pinned tools, build/ and runs/ (caches in ~/.cache stay)
 	rm -rf $(VENV) .venv-lint .tools build runs dist

@@ -20,7 +20,8 @@ on the first node (nodes.py says what makes them separate nodes).
 The package, one module a concern: config (paths, addresses, images, config.Node), proc
 (commands, long-lived processes, waits), pki, control_plane, runtime (containerd, CNI,
 images), kubelet, nodes (the other nodes and their faults), policy (the NetworkPolicy
-engine), addons (CoreDNS, storage), cli (the verbs); config files in files/.
+engine), addons (CoreDNS, storage), cli (the verbs); config files in files/. Beside the node, sim: a
+simulated cluster of hundreds of kwok nodes on the same control-plane binaries, for scale.
 
 The parts, as Kubernetes' own node e2e runs them: etcd (Debian), kube-apiserver,
 kube-controller-manager, kube-scheduler, kubelet and kube-proxy built from the

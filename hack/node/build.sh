@@ -36,7 +36,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 want=("$@")
 if [ ${#want[@]} -eq 0 ]; then
-  want=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns local-path-provisioner pause debs argocd registry browser)
+  want=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy coredns local-path-provisioner pause debs argocd registry browser kwok)
   [ "${TF_CLUSTER_NODE_POLICY:-cilium}" = none ] || want+=(cilium)  # the node without a policy engine (node/config.py)
 fi
 log() { echo "[e2e-build] $*" >&2; }

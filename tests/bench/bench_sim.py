@@ -1,4 +1,4 @@
-"""Thousands of tasks on a simulated cluster (simcluster.py: the real control plane 1.37, kwok's fake
+"""Thousands of tasks on a simulated cluster (hack/node/sim.py: the real control plane 1.37, kwok's fake
 nodes, the real CoreDNS with the addon's Corefile). Two benchmarks, figures into build/bench/sim.json
 (report.py: docs/benchmarks.md and its PNG):
 
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
 import signal
 import subprocess
@@ -33,22 +32,15 @@ import threading
 import time
 from pathlib import Path
 
-from benchlib import OUT, save, say, table
-from simcluster import SimCluster, missing
+from benchlib import save, say, table
 
 from tf_cluster import CHART, ROOT, helm
 
+sys.path.insert(0, str(ROOT / "hack"))  # the node harness: its simulated cluster
+from node.sim import SimCluster, missing  # noqa: E402
+
 LAUNCHER = CHART / "files" / "launcher.py"
 BACKGROUND = {"nodes", "nodes/status", "leases"}  # kwok's heartbeats for its 256 nodes, not the release
-ACCEPT_TABLE = "application/json;as=Table;v=v1;g=meta.k8s.io"
-
-
-def pod_rows(sim: SimCluster, namespace: str) -> list[dict]:
-    """The namespace's pods as `kubectl get pods -o wide` has them (a server-side Table: a few
-    hundred bytes a pod where the pods themselves carry TF_CONFIG, ~120 KB each at 4096 tasks)."""
-    resp = json.loads(sim.get(f"/api/v1/namespaces/{namespace}/pods?includeObject=None", accept=ACCEPT_TABLE))
-    names = [c["name"] for c in resp["columnDefinitions"]]
-    return [dict(zip(names, row["cells"], strict=False)) for row in resp.get("rows") or []]
 
 
 def values_for(shape: str, n: int, gang: bool) -> helm.Values:
@@ -61,14 +53,22 @@ def values_for(shape: str, n: int, gang: bool) -> helm.Values:
     if shape == "mwms":
         return helm.Values.of(
             [ROOT / "values-examples" / "mwms-cpu.yaml"],
-            set=[*common, f"roles.worker.replicas={n}", "roles.worker.resources.requests.cpu=100m",
-                 "roles.worker.resources.requests.memory=256Mi"],
-        )  # fmt: skip
+            set=[
+                *common,
+                f"roles.worker.replicas={n}",
+                "roles.worker.resources.requests.cpu=100m",
+                "roles.worker.resources.requests.memory=256Mi",
+            ],
+        )
     return helm.Values.of(
         [ROOT / "values-examples" / "parameter-server.yaml"],
         set=[*common, f"roles.worker.replicas={n - 3}", "roles.ps.replicas=2"]
-        + [f"roles.{r}.resources.requests.{k}={v}" for r in ("chief", "worker", "ps") for k, v in (("cpu", "100m"), ("memory", "256Mi"))],
-    )  # fmt: skip
+        + [
+            f"roles.{r}.resources.requests.{k}={v}"
+            for r in ("chief", "worker", "ps")
+            for k, v in (("cpu", "100m"), ("memory", "256Mi"))
+        ],
+    )
 
 
 def start_release(sim: SimCluster, shape: str, n: int, gang: bool, release: str = "t") -> dict:
@@ -89,7 +89,7 @@ def start_release(sim: SimCluster, shape: str, n: int, gang: bool, release: str 
     last_say = 0.0
     while True:
         sim.check_alive()
-        rows = pod_rows(sim, ns)
+        rows = sim.pod_table(ns)
         now = time.time() - t0
         created = len(rows)
         bound = sum(1 for p in rows if p.get("Node") not in (None, "", "<none>"))
@@ -110,53 +110,50 @@ def start_release(sim: SimCluster, shape: str, n: int, gang: bool, release: str 
     caused = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     caused = {f"{v} {r}": int(c) for (v, r), c in caused.items() if c > 0 and r not in BACKGROUND}
     batch = client.BatchV1Api(sim.api)
-    jobs = {j.metadata.name: {"completions": j.spec.completions, "parallelism": j.spec.parallelism,
-                              "active": j.status.active, "ready": j.status.ready}
-            for j in batch.list_namespaced_job(ns).items}  # fmt: skip
+    jobs = {
+        j.metadata.name: {
+            "completions": j.spec.completions,
+            "parallelism": j.spec.parallelism,
+            "active": j.status.active,
+            "ready": j.status.ready,
+        }
+        for j in batch.list_namespaced_job(ns).items
+    }
     groups = []
     if gang:
         sched = client.CustomObjectsApi(sim.api)
         for g in sched.list_namespaced_custom_object("scheduling.k8s.io", "v1beta1", ns, "podgroups")["items"]:
-            groups.append({"name": g["metadata"]["name"], "status": g.get("status", {}),
-                           "minCount": g["spec"].get("schedulingPolicy", {}).get("gang", {}).get("minCount")})  # fmt: skip
+            groups.append(
+                {
+                    "name": g["metadata"]["name"],
+                    "status": g.get("status", {}),
+                    "minCount": g["spec"].get("schedulingPolicy", {}).get("gang", {}).get("minCount"),
+                }
+            )
     slices = client.DiscoveryV1Api(sim.api).list_namespaced_endpoint_slice(ns).items
     pod_bytes = len(json.dumps(core.list_namespaced_pod(ns, limit=1, _preload_content=False).json()["items"][0]))
     return {
-        "shape": shape, "tasks": n, "gang": gang, "namespace": ns, "release": release,
-        "helm_install_s": round(installed, 2), "marks": marks, "curve": curve[:: max(1, len(curve) // 400)],
-        "requests": dict(sorted(caused.items(), key=lambda kv: -kv[1])), "requests_total": sum(caused.values()),
-        "jobs": jobs, "podgroups": groups, "endpointslices": len(slices),
-        "endpoints": sum(len(s.endpoints or []) for s in slices), "pod_bytes": pod_bytes,
-        "etcd_db_bytes": sim.etcd_db_bytes(), "nodes_not_ready": sim.nodes_not_ready(),
-    }  # fmt: skip
+        "shape": shape,
+        "tasks": n,
+        "gang": gang,
+        "namespace": ns,
+        "release": release,
+        "helm_install_s": round(installed, 2),
+        "marks": marks,
+        "curve": curve[:: max(1, len(curve) // 400)],
+        "requests": dict(sorted(caused.items(), key=lambda kv: -kv[1])),
+        "requests_total": sum(caused.values()),
+        "jobs": jobs,
+        "podgroups": groups,
+        "endpointslices": len(slices),
+        "endpoints": sum(len(s.endpoints or []) for s in slices),
+        "pod_bytes": pod_bytes,
+        "etcd_db_bytes": sim.etcd_db_bytes(),
+        "nodes_not_ready": sim.nodes_not_ready(),
+    }
 
 
 # ------------------------------------------------------------------ the launchers' own load
-
-
-def pod_env(pod: dict) -> dict[str, str]:
-    """The trainer container's environment as the kubelet would give it (values, $(VAR)
-    references, the downward API fields the chart uses)."""
-    c = next(c for c in pod["spec"]["containers"] if c["name"] in ("trainer", "tensorflow"))
-    meta = pod["metadata"]
-    out: dict[str, str] = {}
-    for e in c.get("env", []):
-        if "value" in e:
-            out[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: out.get(m.group(1), m.group(0)), e["value"])
-            continue
-        ref = (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
-        m = re.match(r"metadata\.(labels|annotations)\['(.+)'\]", ref)
-        if m:
-            out[e["name"]] = meta.get(m.group(1), {}).get(m.group(2), "")
-        elif ref == "metadata.name":
-            out[e["name"]] = meta["name"]
-        elif ref == "metadata.namespace":
-            out[e["name"]] = meta["namespace"]
-        elif ref == "spec.nodeName":
-            out[e["name"]] = pod["spec"].get("nodeName", "")
-        elif ref in ("status.podIP", "status.hostIP"):
-            out[e["name"]] = pod["status"].get(ref.split(".")[1], "")
-    return out
 
 
 def sample_pods(sim: SimCluster, namespace: str, k: int) -> list[dict]:
@@ -169,7 +166,9 @@ def sample_pods(sim: SimCluster, namespace: str, k: int) -> list[dict]:
         sel = f"app.kubernetes.io/component={role}"
         resp = core.list_namespaced_pod(namespace, label_selector=sel, limit=count, _preload_content=False)
         items = json.loads(resp.data)["items"]
-        items.sort(key=lambda p: int(p["metadata"].get("annotations", {}).get("batch.kubernetes.io/job-completion-index", 0)))
+        items.sort(
+            key=lambda p: int(p["metadata"].get("annotations", {}).get("batch.kubernetes.io/job-completion-index", 0))
+        )
         picked += items[: max(0, k - len(picked))]
     return picked[:k]
 
@@ -179,27 +178,16 @@ def run_launchers(sim: SimCluster, namespace: str, launcher: Path, k: int, stead
     mount namespace whose /etc/resolv.conf points at the simulated cluster's CoreDNS."""
     pods = sample_pods(sim, namespace, k)
     sa = pods[0]["spec"]["serviceAccountName"]
-    sa_dir = workdir / "sa"
-    sa_dir.mkdir(parents=True, exist_ok=True)
-    (sa_dir / "token").write_text(sim.token(namespace, sa))
-    (sa_dir / "ca.crt").write_text((sim.work / "ca.crt").read_text())
-    resolv = workdir / "resolv.conf"
-    resolv.write_text(f"search {namespace}.svc.cluster.local svc.cluster.local cluster.local\n"
-                      f"nameserver {sim.dns_ip}\noptions ndots:5\n")  # fmt: skip
     user = f"system:serviceaccount:{namespace}:{sa}"
     dns0 = sim.dns_requests()
     lists0 = sim.list_bytes()
     t0 = time.time()
     procs, started, logs = [], {}, {}
     for pod in pods:
-        env = {**pod_env(pod), "PATH": os.environ["PATH"], "KUBERNETES_SERVICE_HOST": "127.0.0.1",
-               "KUBERNETES_SERVICE_PORT": str(sim.port), "TF_CLUSTER_SA_DIR": str(sa_dir)}  # fmt: skip
-        env.pop("TF_CLUSTER_METRICS_PORT", None)  # one port per pod in a cluster; these share a host
-        # the program sleeps until the end of the steady window, so all end together
-        argv = ["unshare", "-m", "sh", "-c", f'mount --bind "{resolv}" /etc/resolv.conf && exec "$@"', "sh",
-                sys.executable, str(launcher), "--", "sh", "-c", f"sleep $(( {int(t0 + 600)} - $(date +%s) ))"]  # fmt: skip
+        # the program sleeps until well after the steady window: all are stopped together
+        program = ["sh", "-c", f"sleep $(( {int(t0 + 600)} - $(date +%s) ))"]
         name = pod["metadata"]["name"]
-        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        p = sim.task(pod, launcher, program, workdir)
         procs.append((name, p))
         logs[name] = []
 
@@ -244,27 +232,53 @@ def run_launchers(sim: SimCluster, namespace: str, launcher: Path, k: int, stead
     for e in steady_events:
         key = f"{e['verb']} {e['objectRef'].get('resource', '')}"
         steady_verb[key] = steady_verb.get(key, 0) + 1
-    waits = [float(m.group(1)) for lines in logs.values() for line in lines
-             for m in [re.search(r"resolve after ([\d.]+)s", line)] if m]  # fmt: skip
+    waits = [
+        float(m.group(1))
+        for lines in logs.values()
+        for line in lines
+        for m in [re.search(r"resolve after ([\d.]+)s", line)]
+        if m
+    ]
+    # how many peers each task waited for (its log: "all N peer(s) resolve"; none logged: 0)
+    peers = [
+        next((int(m.group(1)) for line in lines for m in [re.search(r"all (\d+) peer\(s\) resolve", line)] if m), 0)
+        for lines in logs.values()
+    ]
     k = len(procs)
     return {
-        "tasks": k, "start_s": round(t_start - t0, 2), "steady_s": round(t_end - t_start, 1),
-        "api_start": len(at_start), "api_start_per_task": round(len(at_start) / k, 2), "api_start_by_verb": per_verb,
+        "tasks": k,
+        "start_s": round(t_start - t0, 2),
+        "steady_s": round(t_end - t_start, 1),
+        "api_start": len(at_start),
+        "api_start_per_task": round(len(at_start) / k, 2),
+        "api_start_by_verb": per_verb,
         "api_steady": len(steady_events),
         "api_steady_per_task_min": round(len(steady_events) / k / ((t_end - t_start) / 60), 3),
         "api_steady_by_verb": steady_verb,
-        "dns_start": int(dns_start - dns0), "dns_start_per_task": round((dns_start - dns0) / k, 1),
+        "dns_start": int(dns_start - dns0),
+        "dns_start_per_task": round((dns_start - dns0) / k, 1),
         "dns_steady_per_task_min": round((dns_end - dns_start) / k / ((t_end - t_start) / 60), 2),
-        "list_bytes_start": int(lists_start - lists0), "list_bytes_steady": int(sim.list_bytes() - lists_start),
-        "roles": sorted({n.split("-")[-3] for n, _ in procs}), "waits": waits, "peak_mb": peak_mb,
+        "list_bytes_start": int(lists_start - lists0),
+        "list_bytes_steady": int(sim.list_bytes() - lists_start),
+        "roles": sorted({n.split("-")[-3] for n, _ in procs}),
+        "waits": waits,
+        "peak_mb": peak_mb,
+        "peers": peers,
         "log_sample": {n: lines[:6] for n, lines in list(logs.items())[:3]},
-    }  # fmt: skip
+    }
 
 
 def launcher_at(rev: str, workdir: Path) -> Path:
     path = workdir / f"launcher-{rev}.py"
-    path.write_text(subprocess.run(["git", "show", f"{rev}:charts/tf-cluster/files/launcher.py"], cwd=ROOT,
-                                   check=True, capture_output=True, text=True).stdout)  # fmt: skip
+    path.write_text(
+        subprocess.run(
+            ["git", "show", f"{rev}:charts/tf-cluster/files/launcher.py"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+    )
     return path
 
 
@@ -289,13 +303,18 @@ def main() -> None:
     result: dict = {"nodes": args.nodes, "node_pods": 32, "before": args.before, "starts": [], "launchers": []}
     for n in [int(x) for x in args.sizes.split(",")]:
         for gang in (False, True):
-            say(f"MultiWorkerMirrored, {n} tasks, gang {'on' if gang else 'off'}: a new simulated cluster of {args.nodes} nodes")
+            say(
+                f"MultiWorkerMirrored, {n} tasks, gang {'on' if gang else 'off'}: "
+                f"a new simulated cluster of {args.nodes} nodes"
+            )
             with SimCluster(work / "cluster", nodes=args.nodes) as sim:
                 start = start_release(sim, "mwms", n, gang)
                 result["starts"].append(start)
                 m = start["marks"]
-                say(f"  all {n} created {m['created']}s, bound {m['bound']}s, Running {m['running']}s; "
-                    f"{start['requests_total']} API requests; etcd {start['etcd_db_bytes'] / 1e6:.0f} MB")  # fmt: skip
+                say(
+                    f"  all {n} created {m['created']}s, bound {m['bound']}s, Running {m['running']}s; "
+                    f"{start['requests_total']} API requests; etcd {start['etcd_db_bytes'] / 1e6:.0f} MB"
+                )
                 if gang or args.skip_launchers:
                     continue
                 shapes = [("mwms", start["namespace"])]
@@ -304,15 +323,31 @@ def main() -> None:
                 for shape, ns in shapes:
                     for label, launcher in (("before", before), ("after", after)):
                         say(f"  launchers ({label}, {shape}, {n} tasks)")
-                        res = run_launchers(sim, ns, launcher, min(args.sample, n), args.steady, work / f"l-{shape}-{label}")
+                        res = run_launchers(
+                            sim, ns, launcher, min(args.sample, n), args.steady, work / f"l-{shape}-{label}"
+                        )
                         res.update(shape=shape, size=n, launcher=label)
                         result["launchers"].append(res)
-                        say(f"    per task: start {res['api_start_per_task']} API request(s), {res['dns_start_per_task']} DNS "
+                        say(
+                            f"    per task: start {res['api_start_per_task']} API request(s), "
+                            f"{res['dns_start_per_task']} DNS "
                             f"queries; steady {res['api_steady_per_task_min']} API request(s)/min, "
-                            f"{res['dns_steady_per_task_min']} DNS queries/min")  # fmt: skip
+                            f"{res['dns_steady_per_task_min']} DNS queries/min"
+                        )
     save(args.out, result)
-    rows = [[s["tasks"], "on" if s["gang"] else "off", s["helm_install_s"], s["marks"]["created"], s["marks"]["bound"],
-             s["marks"]["running"], s["requests_total"], round(s["etcd_db_bytes"] / 1e6)] for s in result["starts"]]  # fmt: skip
+    rows = [
+        [
+            s["tasks"],
+            "on" if s["gang"] else "off",
+            s["helm_install_s"],
+            s["marks"]["created"],
+            s["marks"]["bound"],
+            s["marks"]["running"],
+            s["requests_total"],
+            round(s["etcd_db_bytes"] / 1e6),
+        ]
+        for s in result["starts"]
+    ]
     print(table(["tasks", "gang", "helm", "created", "bound", "Running", "API req", "etcd MB"], rows))
 
 

@@ -84,7 +84,7 @@ def first_step(d: dict) -> list[str]:
         "",
         md_table(
             ["release", "first step s", "floor: 1 pod", "vs 1 pod", "floor: same pods", "vs same pods", "goal"], rows
-        ),  # fmt: skip
+        ),
         "",
     ]
     fig, ax = plt.subplots(figsize=(9, 0.6 * len(med) + 1.5))
@@ -154,8 +154,14 @@ def cluster_dns(d: dict) -> list[str]:
     rows = []
     for name, m in med.items():
         waits = [r.get("longest peer wait", 0.0) for r in runs[name]]
-        rows.append([name, *(m[k] for k in keys), f"{sum(w > 1.5 for w in waits)} of {len(waits)}",
-                     ", ".join(f"{w:.1f}" for w in waits)])  # fmt: skip
+        rows.append(
+            [
+                name,
+                *(m[k] for k in keys),
+                f"{sum(w > 1.5 for w in waits)} of {len(waits)}",
+                ", ".join(f"{w:.1f}" for w in waits),
+            ]
+        )
     return [
         "## Cluster DNS caching and the first step",
         "A task that looks a peer up before the peer's pod has an address gets NXDOMAIN, and CoreDNS keeps "
@@ -197,10 +203,11 @@ def run_local(d: dict) -> list[str]:
         "processes started by hand too), so the wall times spread widely. The first-step times below (the "
         "timed program, no save) are the cleaner measure of what run-local adds.",
         "",
-        md_table(["mode", *(f"{t} first step s" for t in tasks)],
-                 [[m, *(first[m].get(t) for t in tasks)] for m in modes]),
+        md_table(
+            ["mode", *(f"{t} first step s" for t in tasks)], [[m, *(first[m].get(t) for t in tasks)] for m in modes]
+        ),
         "",
-    ]  # fmt: skip
+    ]
     fig, ax = plt.subplots(figsize=(7, 2.8))
     ax.barh(range(len(modes)), [wall[m] for m in modes], color="tab:blue")
     ax.set_yticks(range(len(modes)), modes, fontsize=8)
@@ -280,12 +287,23 @@ def starts_under_addon_dns(d: dict) -> list[str]:
     first-step-addon-dns-launcher-<rev>.json)."""
     befores = sorted(OUT.glob("first-step-addon-dns-launcher-*.json"))
     rows = []
-    for label, data in [*((f"launcher of {b.stem.rsplit('-', 1)[-1]} (before)", json.loads(b.read_text()))
-                          for b in befores), ("this launcher", d)]:  # fmt: skip
+    for label, data in [
+        *((f"launcher of {b.stem.rsplit('-', 1)[-1]} (before)", json.loads(b.read_text())) for b in befores),
+        ("this launcher", d),
+    ]:
         for shape, w in data.get("within 5 s of floor", {}).items():
             starts = w["starts"]
-            rows.append([label, shape, w["floor"], min(starts), sorted(starts)[len(starts) // 2], max(starts),
-                         f"{w['within 5 s']} of {len(starts)}"])  # fmt: skip
+            rows.append(
+                [
+                    label,
+                    shape,
+                    w["floor"],
+                    min(starts),
+                    sorted(starts)[len(starts) // 2],
+                    max(starts),
+                    f"{w['within 5 s']} of {len(starts)}",
+                ]
+            )
     return [
         "## Starts under the CoreDNS addon's Corefile",
         "Install to first step (seconds) with the e2e node's CoreDNS running the Corefile of Kubernetes' CoreDNS "
@@ -305,10 +323,137 @@ def starts_under_addon_dns(d: dict) -> list[str]:
     ]
 
 
-OPTIONAL = (("first-step-addon-dns", starts_under_addon_dns),)  # written when measured, not required
+def simulated(d: dict) -> list[str]:
+    """Thousands of tasks on the simulated cluster (bench_sim.py)."""
+    starts = d["starts"]
+    rows = []
+    for s in starts:
+        m = s["marks"]
+        rate = s["tasks"] / m["created"] if m.get("created") else float("nan")
+        rows.append(
+            [
+                s["tasks"],
+                "on" if s["gang"] else "off",
+                s["helm_install_s"],
+                m["created"],
+                m["bound"],
+                m["running"],
+                round(rate, 1),
+                s["requests_total"],
+                s["endpointslices"],
+                round(s["pod_bytes"] / 1024, 1),
+                round(s["etcd_db_bytes"] / 1e6),
+                s.get("nodes_not_ready", "-"),
+            ]
+        )
+    out = [
+        "## Thousands of tasks on a simulated cluster",
+        f"A MultiWorkerMirrored release of N workers on a new cluster each time: the real etcd, kube-apiserver, "
+        f"kube-controller-manager and kube-scheduler 1.37 (gang scheduling on, as the node harness has it), "
+        f"{d['nodes']} kwok nodes of {d['node_pods']} pods each (kwok 0.8.0: a pod bound to one turns Running "
+        "with an IP), the real CoreDNS with the addon's Corefile. Seconds from `helm install` until every pod "
+        "was created, bound to a node and Running; the API requests the start caused (apiserver_request_total, "
+        "less nodes and leases: kwok's heartbeats); a pod's size as stored; etcd's database. The controller "
+        "manager and scheduler keep their default client rate limits. Measured by `tests/bench/bench_sim.py` "
+        "(`make bench-sim`).",
+        "",
+        md_table(
+            [
+                "tasks",
+                "gang",
+                "helm s",
+                "all created s",
+                "all bound s",
+                "all Running s",
+                "pods created /s",
+                "API requests",
+                "EndpointSlices",
+                "pod KB",
+                "etcd MB",
+                "nodes not Ready",
+            ],
+            rows,
+        ),
+        "",
+    ]
+    sizes = sorted({s["tasks"] for s in starts})
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4 * len(sizes), 3.2))
+    for ax, n in zip(axes if len(sizes) > 1 else [axes], sizes, strict=True):
+        for s in (x for x in starts if x["tasks"] == n):
+            t = [c[0] for c in s["curve"]]
+            style = "-" if s["gang"] else "--"
+            label = "gang" if s["gang"] else "no gang"
+            ax.plot(t, [c[1] for c in s["curve"]], style, color="tab:gray", label=f"created ({label})")
+            ax.plot(t, [c[2] for c in s["curve"]], style, color="tab:blue", label=f"bound ({label})")
+        ax.set_title(f"{n} tasks")
+        ax.set_xlabel("s after helm install")
+    (axes[0] if len(sizes) > 1 else axes).set_ylabel("pods")
+    (axes[-1] if len(sizes) > 1 else axes).legend(fontsize=7)
+    out += [figure("simulated-starts"), ""]
+    rows = []
+    for r in d["launchers"]:
+        rows.append(
+            [
+                r["shape"],
+                r["size"],
+                r["launcher"],
+                r["tasks"],
+                r["api_start_per_task"],
+                r["dns_start_per_task"],
+                round(r["list_bytes_start"] / 1e6 / r["tasks"], 2),
+                r["api_steady_per_task_min"],
+                r["dns_steady_per_task_min"],
+                max(r.get("peak_mb") or [float("nan")]),
+                max(r["peers"]) if r.get("peers") else "-",
+                r["start_s"],
+            ]
+        )
+    out += [
+        "### What the launchers ask of the API server and DNS",
+        f"In the same clusters (gang off), the real launcher of a sample of the release's tasks (up to "
+        f"{max(r['tasks'] for r in d['launchers'])}: the leading task, each ps, then workers by index), each with "
+        "its pod's environment and the release's service-account token, `sleep` as its program, resolving "
+        "through the simulated cluster's CoreDNS; and a ParameterServer release of N tasks (chief, 2 ps, N-3 "
+        "workers) beside it. API requests: the API server's audit log of that service account. DNS: CoreDNS' "
+        "coredns_dns_requests_total. *At start*: from the launchers' start until each has started its "
+        "program; *steady*: the next "
+        f"{d['launchers'][0]['steady_s']:.0f} s. TensorFlow's own lookups (none here) come on top. *before*: the "
+        f"launcher of {d['before']} (every address looked up, the leading Job polled every `pollSeconds`, "
+        "every task fencing with a LIST every `fenceCheckSeconds`); *after*: this launcher.",
+        "",
+        md_table(
+            [
+                "release",
+                "tasks N",
+                "launcher",
+                "sampled",
+                "API req/task at start",
+                "DNS queries/task at start",
+                "MB listed/task at start",
+                "API req/task/min after",
+                "DNS queries/task/min after",
+                "peak MB (largest)",
+                "most peers one task waited for",
+                "start s",
+            ],
+            rows,
+        ),
+        "",
+    ]
+    return out
 
-SECTIONS = (("first-step", first_step), ("dns", cluster_dns), ("threads", threads), ("run-local", run_local),
-            ("scale", scale), ("images", image_sizes))  # fmt: skip
+
+# written when measured, not required (sim: `make bench-sim`, kwok and the simulated cluster)
+OPTIONAL = (("first-step-addon-dns", starts_under_addon_dns), ("sim", simulated))
+
+SECTIONS = (
+    ("first-step", first_step),
+    ("dns", cluster_dns),
+    ("threads", threads),
+    ("run-local", run_local),
+    ("scale", scale),
+    ("images", image_sizes),
+)
 
 
 def main() -> None:

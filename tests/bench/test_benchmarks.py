@@ -84,3 +84,27 @@ def test_every_benchmark_writes_the_json_the_report_reads():
         saved |= {name for name, _ in report.SECTIONS if re.search(rf'save\(\s*"{name}"', text)}
     assert saved == {name for name, _ in report.SECTIONS}
     assert Path(benchlib.PROGRAM).is_file()
+
+
+def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monkeypatch):
+    """report.simulated turns bench_sim.py's JSON into its tables and plot (figures made up here)."""
+    monkeypatch.setattr(report, "DOCS", tmp_path)
+
+    def start(n: int, gang: bool) -> dict:
+        return {"tasks": n, "gang": gang, "helm_install_s": 0.6, "marks": {"created": n / 20, "bound": n / 15,
+                "running": n / 15}, "curve": [(0.0, 0, 0, 0), (n / 15, n, n, n)], "requests_total": 6 * n,
+                "endpointslices": -(-n // 100), "pod_bytes": 40960, "etcd_db_bytes": 89e6, "nodes_not_ready": 0}  # fmt: skip
+
+    def launchers(label: str, api: float, dns: float) -> dict:
+        return {"shape": "ps", "size": 512, "launcher": label, "tasks": 32, "api_start_per_task": api,
+                "dns_start_per_task": dns, "list_bytes_start": 3.2e6, "api_steady_per_task_min": 0.0,
+                "dns_steady_per_task_min": 0.0, "peak_mb": [30.5], "start_s": 1.3, "steady_s": 90.0,
+                "peers": [512, 0, 0]}  # fmt: skip
+
+    data = {"nodes": 256, "node_pods": 32, "before": "254fea0", "starts": [start(64, False), start(512, True)],
+            "launchers": [launchers("before", 0.9, 1024.0), launchers("after", 3.1, 48.0)]}  # fmt: skip
+    text = "\n".join(report.simulated(data))
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    assert "| 512 | on | 0.60 | 25.60 | 34.13 | 34.13 | 20.00 | 3072 | 6 | 40.00 | 89 | 0 |" in rows
+    assert "| ps | 512 | after | 32 | 3.10 | 48.00 | 0.10 | 0.00 | 0.00 | 30.50 | 512 | 1.30 |" in rows
+    assert (tmp_path / "bench-simulated-starts.png").stat().st_size > 0

@@ -1,8 +1,9 @@
-"""A simulated cluster for the scale benchmarks (bench_sim.py): the real etcd, kube-apiserver,
-kube-controller-manager and kube-scheduler (1.37, built by hack/node/build.sh, gang scheduling on as
-the node harness turns it on), kwok's fake nodes and pods (sigs.k8s.io/kwok: a node is an object kwok
-keeps Ready; a pod bound to one turns Running with an IP and stays so until deleted), and the real
-CoreDNS with the Kubernetes addon's Corefile (ttl 30, cache 30) serving the cluster's names.
+"""A simulated cluster for scale (tests/bench/bench_sim.py, tests/e2e/cluster/test_scale.py): the
+real etcd, kube-apiserver, kube-controller-manager and kube-scheduler (1.37, built by
+hack/node/build.sh, gang scheduling on as the node harness turns it on), kwok's fake nodes and
+pods (sigs.k8s.io/kwok: a node is an object kwok keeps Ready, with its Lease; a pod bound to one
+turns Running with an IP and stays so until deleted), and the real CoreDNS with the Kubernetes
+addon's Corefile (ttl 30, cache 30) serving the cluster's names.
 
 Everything but Kubernetes' own defaults is named here: the controller manager and scheduler keep
 their client rate limits (what a cluster that has not tuned them has), etcd keeps its 2 GB quota.
@@ -11,18 +12,23 @@ etcd's data lives in memory (/dev/shm) so that the disk does not time the runs.
 The API server writes an audit log of the requests made by service accounts (the tasks' own token):
 bench_sim.py counts a launcher's requests there, and the API server's own metrics for the rest.
 
+    from node.sim import SimCluster     (hack/ on sys.path)
     with SimCluster(Path("build/sim"), nodes=256) as sim:
         api = sim.api
+
+Its binaries: hack/node/build.sh (the node's, and kwok), cached as the node's are.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import ssl
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -30,9 +36,8 @@ from pathlib import Path
 
 import yaml
 
-CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster"
-K8S_VERSION = os.environ.get("NODE_K8S_VERSION", "1.37.2")
-BIN = Path(os.environ.get("TF_CLUSTER_E2E_BIN") or CACHE / f"k8s-{K8S_VERSION}")
+from .config import BIN, CACHE
+
 KWOK_DIR = Path(os.environ.get("KWOK_DIR") or CACHE / f"kwok-{os.environ.get('KWOK_VERSION', '0.8.0')}")
 ADMIN_TOKEN = "sim-admin-token"
 # as hack/node/control_plane.py: the gang API served, and GenericWorkload on in all three
@@ -67,7 +72,11 @@ def missing() -> str | None:
     need.append(KWOK_DIR / "kwok")
     absent = [str(p) for p in need if not p.exists()]
     if absent:
-        return "not built: " + ", ".join(absent) + " (hack/node/build.sh kube-apiserver kube-controller-manager kube-scheduler coredns kwok)"
+        return (
+            "not built: "
+            + ", ".join(absent)
+            + " (hack/node/build.sh kube-apiserver kube-controller-manager kube-scheduler coredns kwok)"
+        )
     for tool in ("etcd", "openssl", "unshare"):
         if not shutil.which(tool):
             return f"{tool} is not installed"
@@ -110,6 +119,31 @@ def _split_labels(body: str) -> list[str]:
         else:
             cur += ch
     return [p for p in parts + [cur] if p]
+
+
+def pod_env(pod: dict) -> dict[str, str]:
+    """The trainer container's environment as the kubelet would give it (values, $(VAR)
+    references, the downward API fields the chart uses)."""
+    c = next(c for c in pod["spec"]["containers"] if c["name"] in ("trainer", "tensorflow"))
+    meta = pod["metadata"]
+    out: dict[str, str] = {}
+    for e in c.get("env", []):
+        if "value" in e:
+            out[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: out.get(m.group(1), m.group(0)), e["value"])
+            continue
+        ref = (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
+        m = re.match(r"metadata\.(labels|annotations)\['(.+)'\]", ref)
+        if m:
+            out[e["name"]] = meta.get(m.group(1), {}).get(m.group(2), "")
+        elif ref == "metadata.name":
+            out[e["name"]] = meta["name"]
+        elif ref == "metadata.namespace":
+            out[e["name"]] = meta["namespace"]
+        elif ref == "spec.nodeName":
+            out[e["name"]] = pod["spec"].get("nodeName", "")
+        elif ref in ("status.podIP", "status.hostIP"):
+            out[e["name"]] = pod["status"].get(ref.split(".")[1], "")
+    return out
 
 
 class SimCluster:
@@ -155,49 +189,92 @@ class SimCluster:
         self.etcd_port = etcd
         self.start(
             "etcd",
-            ["etcd", "--data-dir", self.etcd_dir, "--listen-client-urls", f"http://127.0.0.1:{etcd}",
-             "--advertise-client-urls", f"http://127.0.0.1:{etcd}", "--listen-peer-urls", f"http://127.0.0.1:{peer}"],
-        )  # fmt: skip
+            [
+                "etcd",
+                "--data-dir",
+                self.etcd_dir,
+                "--listen-client-urls",
+                f"http://127.0.0.1:{etcd}",
+                "--advertise-client-urls",
+                f"http://127.0.0.1:{etcd}",
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer}",
+            ],
+        )
         (self.work / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
         w = self.work
         self.start(
             "kube-apiserver",
-            [BIN / "kube-apiserver", f"--etcd-servers=http://127.0.0.1:{etcd}", "--bind-address=127.0.0.1",
-             f"--secure-port={self.port}", f"--tls-cert-file={w / 'srv.crt'}", f"--tls-private-key-file={w / 'srv.key'}",
-             f"--client-ca-file={w / 'ca.crt'}", f"--token-auth-file={w / 'tokens.csv'}", "--authorization-mode=RBAC",
-             "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-             f"--service-account-key-file={w / 'sa.pub'}", f"--service-account-signing-key-file={w / 'sa.key'}",
-             "--service-cluster-ip-range=10.96.0.0/16", f"--audit-policy-file={w / 'audit-policy.yaml'}",
-             f"--audit-log-path={self.audit_log}", "--audit-log-format=json",
-             # Debian's etcd is 3.4: no watch progress requests, so a streaming list (client-go's
-             # WatchListClient, kwok's informers) fails mid-stream and is retried forever; refused at
-             # once, the clients fall back to LIST and WATCH
-             "--runtime-config=scheduling.k8s.io/v1beta1=true", "--feature-gates=GenericWorkload=true,WatchList=false"],
-        )  # fmt: skip
+            [
+                BIN / "kube-apiserver",
+                f"--etcd-servers=http://127.0.0.1:{etcd}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={self.port}",
+                f"--tls-cert-file={w / 'srv.crt'}",
+                f"--tls-private-key-file={w / 'srv.key'}",
+                f"--client-ca-file={w / 'ca.crt'}",
+                f"--token-auth-file={w / 'tokens.csv'}",
+                "--authorization-mode=RBAC",
+                "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+                f"--service-account-key-file={w / 'sa.pub'}",
+                f"--service-account-signing-key-file={w / 'sa.key'}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                f"--audit-policy-file={w / 'audit-policy.yaml'}",
+                f"--audit-log-path={self.audit_log}",
+                "--audit-log-format=json",
+                # Debian's etcd is 3.4: no watch progress requests, so a streaming list (client-go's
+                # WatchListClient, kwok's informers) fails mid-stream and is retried forever; refused at
+                # once, the clients fall back to LIST and WATCH
+                "--runtime-config=scheduling.k8s.io/v1beta1=true",
+                "--feature-gates=GenericWorkload=true,WatchList=false",
+            ],
+        )
         self._kubeconfig()
         self._wait("kube-apiserver /readyz", lambda: self.get("/readyz") == "ok", 120)
         self.start(
             "kube-controller-manager",
-            [BIN / "kube-controller-manager", f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
-             f"--service-account-private-key-file={w / 'sa.key'}", f"--root-ca-file={w / 'ca.crt'}",
-             "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--service-cluster-ip-range=10.96.0.0/16",
-             f"--authentication-kubeconfig={self.kubeconfig}", f"--authorization-kubeconfig={self.kubeconfig}", *GANG],
-        )  # fmt: skip
+            [
+                BIN / "kube-controller-manager",
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                f"--service-account-private-key-file={w / 'sa.key'}",
+                f"--root-ca-file={w / 'ca.crt'}",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                "--service-cluster-ip-range=10.96.0.0/16",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                *GANG,
+            ],
+        )
         self.start(
             "kube-scheduler",
-            [BIN / "kube-scheduler", f"--kubeconfig={self.kubeconfig}", "--leader-elect=false",
-             "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
-             f"--authentication-kubeconfig={self.kubeconfig}", f"--authorization-kubeconfig={self.kubeconfig}", *GANG],
-        )  # fmt: skip
+            [
+                BIN / "kube-scheduler",
+                f"--kubeconfig={self.kubeconfig}",
+                "--leader-elect=false",
+                "--bind-address=127.0.0.1",
+                f"--secure-port={free_port()}",
+                f"--authentication-kubeconfig={self.kubeconfig}",
+                f"--authorization-kubeconfig={self.kubeconfig}",
+                *GANG,
+            ],
+        )
         self.start(
             "kwok",
-            [KWOK_DIR / "kwok", f"--kubeconfig={self.kubeconfig}", f"--config={KWOK_DIR / 'stages.yaml'}",
-             "--manage-all-nodes=true", "--cidr=10.64.0.1/12", "--node-ip=10.63.0.1",
-             # nodes keep a Lease as kubelets do (without the flag kwok holds none: its heartbeat
-             # stage renews their status every 10 min, and the node lifecycle controller marks them
-             # NotReady after 50 s, evicting their pods)
-             "--node-lease-duration-seconds=40"],
-        )  # fmt: skip
+            [
+                KWOK_DIR / "kwok",
+                f"--kubeconfig={self.kubeconfig}",
+                f"--config={KWOK_DIR / 'stages.yaml'}",
+                "--manage-all-nodes=true",
+                "--cidr=10.64.0.1/12",
+                "--node-ip=10.63.0.1",
+                # nodes keep a Lease as kubelets do (without the flag kwok holds none: its heartbeat
+                # stage renews their status every 10 min, and the node lifecycle controller marks them
+                # NotReady after 50 s, evicting their pods)
+                "--node-lease-duration-seconds=40",
+            ],
+        )
         (w / "Corefile").write_text(
             COREFILE.format(ip=self.dns_ip, kubeconfig=self.kubeconfig, metrics=self.dns_metrics)
         )
@@ -212,7 +289,7 @@ class SimCluster:
         for p in reversed(list(self.procs.values())):
             if p.poll() is None:
                 p.terminate()
-        for name, p in self.procs.items():
+        for p in self.procs.values():
             try:
                 p.wait(30)
             except subprocess.TimeoutExpired:
@@ -241,13 +318,54 @@ class SimCluster:
 
     def _pki(self) -> None:
         w = self.work
-        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", w / "ca.key", "-out", w / "ca.crt",
-           "-days", "2", "-subj", "/CN=tf-cluster-sim-ca")  # fmt: skip
-        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", w / "srv.key", "-out", w / "srv.csr",
-           "-subj", "/CN=kube-apiserver")  # fmt: skip
+        sh(
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            w / "ca.key",
+            "-out",
+            w / "ca.crt",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=tf-cluster-sim-ca",
+        )
+        sh(
+            "openssl",
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            w / "srv.key",
+            "-out",
+            w / "srv.csr",
+            "-subj",
+            "/CN=kube-apiserver",
+        )
         (w / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-        sh("openssl", "x509", "-req", "-in", w / "srv.csr", "-CA", w / "ca.crt", "-CAkey", w / "ca.key",
-           "-CAcreateserial", "-out", w / "srv.crt", "-days", "2", "-extfile", w / "ext.cnf")  # fmt: skip
+        sh(
+            "openssl",
+            "x509",
+            "-req",
+            "-in",
+            w / "srv.csr",
+            "-CA",
+            w / "ca.crt",
+            "-CAkey",
+            w / "ca.key",
+            "-CAcreateserial",
+            "-out",
+            w / "srv.crt",
+            "-days",
+            "2",
+            "-extfile",
+            w / "ext.cnf",
+        )
         sh("openssl", "genrsa", "-out", w / "sa.key", "2048")
         sh("openssl", "rsa", "-in", w / "sa.key", "-pubout", "-out", w / "sa.pub")
         (w / "tokens.csv").write_text(f"{ADMIN_TOKEN},admin,admin,system:masters\n")
@@ -260,7 +378,12 @@ class SimCluster:
                     "apiVersion": "v1",
                     "kind": "Config",
                     "current-context": "sim",
-                    "clusters": [{"name": "sim", "cluster": {"server": server, "certificate-authority": str(self.work / "ca.crt")}}],
+                    "clusters": [
+                        {
+                            "name": "sim",
+                            "cluster": {"server": server, "certificate-authority": str(self.work / "ca.crt")},
+                        }
+                    ],
                     "users": [{"name": "admin", "user": {"token": ADMIN_TOKEN}}],
                     "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "admin"}}],
                 }
@@ -277,15 +400,18 @@ class SimCluster:
                     metadata=client.V1ObjectMeta(
                         name=f"kwok-node-{i}",
                         annotations={"kwok.x-k8s.io/node": "fake"},
-                        labels={"type": "kwok", "kubernetes.io/hostname": f"kwok-node-{i}",
-                                "topology.kubernetes.io/zone": f"zone-{i % 4}"},
+                        labels={
+                            "type": "kwok",
+                            "kubernetes.io/hostname": f"kwok-node-{i}",
+                            "topology.kubernetes.io/zone": f"zone-{i % 4}",
+                        },
                     ),
                     status=client.V1NodeStatus(
                         allocatable={"cpu": "32", "memory": "256Gi", "pods": str(self.node_pods)},
                         capacity={"cpu": "32", "memory": "256Gi", "pods": str(self.node_pods)},
                     ),
                 )
-            )  # fmt: skip
+            )
 
         def ready() -> bool:
             nodes = core.list_node().items
@@ -304,6 +430,14 @@ class SimCluster:
         )
         with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
             return r.read().decode()
+
+    def pod_table(self, namespace: str) -> list[dict]:
+        """The namespace's pods as `kubectl get pods -o wide` has them, a dict a pod by column (a
+        server-side Table: a few hundred bytes a pod, where a pod carries its TF_CONFIG)."""
+        accept = "application/json;as=Table;v=v1;g=meta.k8s.io"
+        resp = json.loads(self.get(f"/api/v1/namespaces/{namespace}/pods?includeObject=None", accept=accept))
+        names = [c["name"] for c in resp["columnDefinitions"]]
+        return [dict(zip(names, row["cells"], strict=False)) for row in resp.get("rows") or []]
 
     def apiserver_requests(self) -> dict[tuple[str, str], float]:
         """apiserver_request_total summed by (verb, resource)."""
@@ -327,7 +461,8 @@ class SimCluster:
         """Bytes the API server has sent in answer to LISTs (apiserver_response_sizes_sum, every
         resource): the launchers' LISTs are the only ones while they start."""
         return sum(
-            v for labels, v in counters(self.get("/metrics"), "apiserver_response_sizes_sum").items()
+            v
+            for labels, v in counters(self.get("/metrics"), "apiserver_response_sizes_sum").items()
             if dict(labels).get("verb") == "LIST"
         )
 
@@ -335,7 +470,8 @@ class SimCluster:
         from kubernetes import client
 
         return sum(
-            1 for n in client.CoreV1Api(self.api).list_node().items
+            1
+            for n in client.CoreV1Api(self.api).list_node().items
             if not any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
         )
 
@@ -363,8 +499,54 @@ class SimCluster:
                 out.append(e)
         return out
 
+    def task(self, pod: dict, launcher: Path, program: list[str], workdir: Path) -> subprocess.Popen:
+        """The real launcher for one of this cluster's (kwok) pods, as its container would run it:
+        its pod's environment, its service account's token, the API server, and a mount namespace
+        whose /etc/resolv.conf is the pod's (its namespace's search domains, this CoreDNS). Its
+        output (stdout and stderr, lines) on the process' stdout."""
+        namespace, sa = pod["metadata"]["namespace"], pod["spec"]["serviceAccountName"]
+        sa_dir = workdir / f"sa-{namespace}-{sa}"
+        if not (sa_dir / "token").exists():
+            sa_dir.mkdir(parents=True, exist_ok=True)
+            (sa_dir / "token").write_text(self.token(namespace, sa))
+            (sa_dir / "ca.crt").write_text((self.work / "ca.crt").read_text())
+        resolv = workdir / f"resolv-{namespace}.conf"
+        resolv.write_text(
+            f"search {namespace}.svc.cluster.local svc.cluster.local cluster.local\n"
+            f"nameserver {self.dns_ip}\noptions ndots:5\n"
+        )
+        env = {
+            **pod_env(pod),
+            "PATH": os.environ["PATH"],
+            "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+            "KUBERNETES_SERVICE_PORT": str(self.port),
+            "TF_CLUSTER_SA_DIR": str(sa_dir),
+        }
+        env.pop("TF_CLUSTER_METRICS_PORT", None)  # a port per pod in a cluster; these share a host
+        argv = [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f'mount --bind "{resolv}" /etc/resolv.conf && exec "$@"',
+            "sh",
+            sys.executable,
+            str(launcher),
+            "--",
+            *program,
+        ]
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
     def token(self, namespace: str, service_account: str, seconds: int = 7200) -> str:
         from kubernetes import client
 
-        req = client.AuthenticationV1TokenRequest(spec=client.V1TokenRequestSpec(audiences=["https://kubernetes.default.svc.cluster.local"], expiration_seconds=seconds))
-        return client.CoreV1Api(self.api).create_namespaced_service_account_token(service_account, namespace, req).status.token
+        req = client.AuthenticationV1TokenRequest(
+            spec=client.V1TokenRequestSpec(
+                audiences=["https://kubernetes.default.svc.cluster.local"], expiration_seconds=seconds
+            )
+        )
+        return (
+            client.CoreV1Api(self.api)
+            .create_namespaced_service_account_token(service_account, namespace, req)
+            .status.token
+        )
