@@ -7,7 +7,9 @@ addon's Corefile (ttl 30, cache 30) serving the cluster's names.
 
 Everything but Kubernetes' own defaults is named here: the controller manager and scheduler keep
 their client rate limits (what a cluster that has not tuned them has), etcd keeps its 2 GB quota.
-etcd's data lives in memory (/dev/shm) so that the disk does not time the runs.
+Memory is what limits it on one machine: a 4096-task release holds ~1.8 GB in etcd (each pod
+carries its TF_CONFIG), etcd keeps 5000 raft entries, and the API server and etcd run with a
+GOMEMLIMIT (6 and 4 GiB).
 
 The API server writes an audit log of the requests made by service accounts (the tasks' own token):
 bench_sim.py counts a launcher's requests there, and the API server's own metrics for the rest.
@@ -29,7 +31,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -184,7 +185,7 @@ class SimCluster:
             shutil.rmtree(self.work)
         self.work.mkdir(parents=True)
         self._pki()
-        self.etcd_dir = Path(tempfile.mkdtemp(prefix="tf-cluster-sim-etcd-", dir="/dev/shm"))
+        self.etcd_dir = self.work / "etcd"
         etcd, peer = free_port(), free_port()
         self.etcd_port = etcd
         self.start(
@@ -199,7 +200,13 @@ class SimCluster:
                 f"http://127.0.0.1:{etcd}",
                 "--listen-peer-urls",
                 f"http://127.0.0.1:{peer}",
+                # etcd 3.4 keeps its last --snapshot-count raft entries (100000) in memory: at ~120 KB
+                # a pod write (a pod carries its TF_CONFIG) a 4096-task start held ~8 GB
+                "--snapshot-count=5000",
             ],
+            # a 4096-task release took the API server to 11 GB and this 24 GB machine out of memory;
+            # a soft limit makes Go collect sooner (what a control-plane node's memory would enforce)
+            env={"GOMEMLIMIT": "4GiB"},
         )
         (self.work / "audit-policy.yaml").write_text(yaml.safe_dump(AUDIT_POLICY))
         w = self.work
@@ -228,6 +235,7 @@ class SimCluster:
                 "--runtime-config=scheduling.k8s.io/v1beta1=true",
                 "--feature-gates=GenericWorkload=true,WatchList=false",
             ],
+            env={"GOMEMLIMIT": "6GiB"},
         )
         self._kubeconfig()
         self._wait("kube-apiserver /readyz", lambda: self.get("/readyz") == "ok", 120)
@@ -294,8 +302,18 @@ class SimCluster:
                 p.wait(30)
             except subprocess.TimeoutExpired:
                 p.kill()
-        if getattr(self, "etcd_dir", None):
-            shutil.rmtree(self.etcd_dir, ignore_errors=True)
+
+    def stalled(self) -> str | None:
+        """Why the cluster can no longer make progress, if it cannot: etcd's database is full."""
+        log = self.work / "kube-apiserver.log"
+        if not log.exists():
+            return None
+        with open(log, "rb") as f:
+            f.seek(max(0, log.stat().st_size - 200000))
+            tail = f.read().decode(errors="replace")
+        if "mvcc: database space exceeded" in tail:
+            return f"etcd's database is full (mvcc: database space exceeded, at {self.etcd_db_bytes() / 1e6:.0f} MB)"
+        return None
 
     def check_alive(self) -> None:
         dead = [n for n, p in self.procs.items() if p.poll() is not None]
@@ -499,7 +517,9 @@ class SimCluster:
                 out.append(e)
         return out
 
-    def task(self, pod: dict, launcher: Path, program: list[str], workdir: Path) -> subprocess.Popen:
+    def task(
+        self, pod: dict, launcher: Path, program: list[str], workdir: Path, extra_env: dict | None = None
+    ) -> subprocess.Popen:
         """The real launcher for one of this cluster's (kwok) pods, as its container would run it:
         its pod's environment, its service account's token, the API server, and a mount namespace
         whose /etc/resolv.conf is the pod's (its namespace's search domains, this CoreDNS). Its
@@ -523,6 +543,7 @@ class SimCluster:
             "TF_CLUSTER_SA_DIR": str(sa_dir),
         }
         env.pop("TF_CLUSTER_METRICS_PORT", None)  # a port per pod in a cluster; these share a host
+        env.update(extra_env or {})
         argv = [
             "unshare",
             "-m",

@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchlib import save, say, table
+from benchlib import OUT, save, say, table
 
 from tf_cluster import CHART, ROOT, helm
 
@@ -98,14 +98,19 @@ def start_release(sim: SimCluster, shape: str, n: int, gang: bool, release: str 
         for key, count in (("created", created), ("bound", bound), ("running", running)):
             if key not in marks and count >= n:
                 marks[key] = round(now, 2)
+        marks["reached"] = {"created": created, "bound": bound, "running": running}
         if "running" in marks:
             break
         if now - last_say >= 10:
             say(f"  {shape} N={n} gang={gang}: {now:.0f}s: {created} created, {bound} bound, {running} Running")
             last_say = now
-        if now > 1800:
-            raise RuntimeError(f"{n - running} of {n} pods not Running after 1800 s ({created} created, {bound} bound)")
-        time.sleep(0.5)
+        stalled = sim.stalled()
+        if stalled or now > 1800:
+            # Kubernetes could not go on (etcd full): what was reached is the figure, and why it stopped
+            marks["stopped"] = stalled or f"{n - running} of {n} pods not Running after 1800 s"
+            say(f"  stopped at {now:.0f}s: {marks['stopped']} ({created} created, {bound} bound, {running} Running)")
+            break
+        time.sleep(0.5 if n <= 1024 else 2.0)  # a table of 4096 pods a poll costs the API server too
     after = sim.apiserver_requests()
     caused = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     caused = {f"{v} {r}": int(c) for (v, r), c in caused.items() if c > 0 and r not in BACKGROUND}
@@ -173,7 +178,9 @@ def sample_pods(sim: SimCluster, namespace: str, k: int) -> list[dict]:
     return picked[:k]
 
 
-def run_launchers(sim: SimCluster, namespace: str, launcher: Path, k: int, steady: float, workdir: Path) -> dict:
+def run_launchers(
+    sim: SimCluster, namespace: str, launcher: Path, k: int, steady: float, workdir: Path, env: dict | None = None
+) -> dict:
     """k real launcher processes for the release's tasks, `-- sleep` as their program, each in a
     mount namespace whose /etc/resolv.conf points at the simulated cluster's CoreDNS."""
     pods = sample_pods(sim, namespace, k)
@@ -187,7 +194,7 @@ def run_launchers(sim: SimCluster, namespace: str, launcher: Path, k: int, stead
         # the program sleeps until well after the steady window: all are stopped together
         program = ["sh", "-c", f"sleep $(( {int(t0 + 600)} - $(date +%s) ))"]
         name = pod["metadata"]["name"]
-        p = sim.task(pod, launcher, program, workdir)
+        p = sim.task(pod, launcher, program, workdir, env)
         procs.append((name, p))
         logs[name] = []
 
@@ -210,7 +217,10 @@ def run_launchers(sim: SimCluster, namespace: str, launcher: Path, k: int, stead
     say(f"  {len(procs)} launchers started in {t_start - t0:.1f}s; steady window {steady:.0f}s")
     time.sleep(steady)
     t_end = time.time()
+    sim.check_alive()
     dns_end = sim.dns_requests()
+    if dns_end is None or dns_start is None:
+        raise RuntimeError(f"CoreDNS' metrics did not answer (logs in {sim.work})")
     peak_mb = []  # each launcher's peak resident memory (the pid is the launcher: unshare and sh exec it)
     for _, p in procs:
         try:
@@ -291,6 +301,8 @@ def main() -> None:
     ap.add_argument("--nodes", type=int, default=256)
     ap.add_argument("--skip-launchers", action="store_true")
     ap.add_argument("--out", default="sim")
+    ap.add_argument("--shapes", default="mwms,mwms-gang,ps", help="which releases: mwms, mwms-gang, ps")
+    ap.add_argument("--append", action="store_true", help="keep the saved figures of the sizes not measured now")
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM)"))  # the clusters are taken down
     why = missing()
@@ -300,49 +312,63 @@ def main() -> None:
     before = launcher_at(args.before, work)
     after = work / "launcher-this.py"  # this checkout's, as it was when the run began
     after.write_text(LAUNCHER.read_text())
+    sizes = [int(x) for x in args.sizes.split(",")]
     result: dict = {"nodes": args.nodes, "node_pods": 32, "before": args.before, "starts": [], "launchers": []}
-    for n in [int(x) for x in args.sizes.split(",")]:
-        for gang in (False, True):
-            say(
-                f"MultiWorkerMirrored, {n} tasks, gang {'on' if gang else 'off'}: "
-                f"a new simulated cluster of {args.nodes} nodes"
-            )
+    previous = OUT / f"{args.out}.json"
+    if args.append and previous.is_file():  # keep the other sizes' figures; these sizes are measured again
+        kept = json.loads(previous.read_text())
+        again = set(args.shapes.split(","))
+
+        def measured_again(shape: str, gang: bool, n: int) -> bool:
+            return n in sizes and f"{shape}{'-gang' if gang else ''}" in again
+
+        result["starts"] = [s for s in kept["starts"] if not measured_again(s["shape"], s["gang"], s["tasks"])]
+        result["launchers"] = [r for r in kept["launchers"] if not measured_again(r["shape"], False, r["size"])]
+    for n in sizes:
+        # each release on a new cluster: one of 4096 tasks fills 1.8 GB of etcd's 2 GB quota
+        for shape, gang in (("mwms", False), ("mwms", True), ("ps", False)):
+            if f"{shape}{'-gang' if gang else ''}" not in args.shapes.split(","):
+                continue
+            say(f"{shape}, {n} tasks, gang {'on' if gang else 'off'}: a new simulated cluster of {args.nodes} nodes")
             with SimCluster(work / "cluster", nodes=args.nodes) as sim:
-                start = start_release(sim, "mwms", n, gang)
+                start = start_release(sim, shape, n, gang)
                 result["starts"].append(start)
                 m = start["marks"]
                 say(
-                    f"  all {n} created {m['created']}s, bound {m['bound']}s, Running {m['running']}s; "
+                    f"  all {n} created {m.get('created')}s, bound {m.get('bound')}s, Running {m.get('running')}s; "
                     f"{start['requests_total']} API requests; etcd {start['etcd_db_bytes'] / 1e6:.0f} MB"
                 )
-                if gang or args.skip_launchers:
+                save(args.out, result)
+                if gang or args.skip_launchers or "stopped" in start["marks"]:
                     continue
-                shapes = [("mwms", start["namespace"])]
-                ps = start_release(sim, "ps", n, False, release="p")
-                shapes.append(("ps", ps["namespace"]))
-                for shape, ns in shapes:
-                    for label, launcher in (("before", before), ("after", after)):
-                        say(f"  launchers ({label}, {shape}, {n} tasks)")
-                        res = run_launchers(
-                            sim, ns, launcher, min(args.sample, n), args.steady, work / f"l-{shape}-{label}"
-                        )
-                        res.update(shape=shape, size=n, launcher=label)
-                        result["launchers"].append(res)
-                        say(
-                            f"    per task: start {res['api_start_per_task']} API request(s), "
-                            f"{res['dns_start_per_task']} DNS "
-                            f"queries; steady {res['api_steady_per_task_min']} API request(s)/min, "
-                            f"{res['dns_steady_per_task_min']} DNS queries/min"
-                        )
+                for label, launcher in (("before", before), ("after", after)):
+                    # the earlier launcher fenced from every task, LISTing all the release's pods every
+                    # 10 s: ~500 MB each at 4096 tasks, more than this machine's API server can hold
+                    # for 32 tasks; there it runs without the fence (the table says so)
+                    fence = not (label == "before" and n > 1024)
+                    say(f"  launchers ({label}, {shape}, {n} tasks{'' if fence else ', fence off'})")
+                    res = run_launchers(
+                        sim, start["namespace"], launcher, min(args.sample, n), args.steady,
+                        work / f"l-{shape}-{label}", {} if fence else {"TF_CLUSTER_FENCE_SECONDS": "0"},
+                    )  # fmt: skip
+                    res.update(shape=shape, size=n, launcher=label if fence else label + " (fence off)")
+                    result["launchers"].append(res)
+                    save(args.out, result)
+                    say(
+                        f"    per task: start {res['api_start_per_task']} API request(s), "
+                        f"{res['dns_start_per_task']} DNS "
+                        f"queries; steady {res['api_steady_per_task_min']} API request(s)/min, "
+                        f"{res['dns_steady_per_task_min']} DNS queries/min"
+                    )
     save(args.out, result)
     rows = [
         [
             s["tasks"],
             "on" if s["gang"] else "off",
             s["helm_install_s"],
-            s["marks"]["created"],
-            s["marks"]["bound"],
-            s["marks"]["running"],
+            s["marks"].get("created"),
+            s["marks"].get("bound"),
+            s["marks"].get("running", "stopped"),
             s["requests_total"],
             round(s["etcd_db_bytes"] / 1e6),
         ]

@@ -332,12 +332,13 @@ def simulated(d: dict) -> list[str]:
         rate = s["tasks"] / m["created"] if m.get("created") else float("nan")
         rows.append(
             [
+                {"mwms": "MultiWorkerMirrored", "ps": "ParameterServer"}.get(s.get("shape", "mwms")),
                 s["tasks"],
                 "on" if s["gang"] else "off",
                 s["helm_install_s"],
-                m["created"],
-                m["bound"],
-                m["running"],
+                m.get("created", "-"),
+                m.get("bound", "-"),
+                m.get("running", "stopped: " + str(m.get("stopped"))),
                 round(rate, 1),
                 s["requests_total"],
                 s["endpointslices"],
@@ -348,7 +349,8 @@ def simulated(d: dict) -> list[str]:
         )
     out = [
         "## Thousands of tasks on a simulated cluster",
-        f"A MultiWorkerMirrored release of N workers on a new cluster each time: the real etcd, kube-apiserver, "
+        f"A MultiWorkerMirrored release of N workers (gang off and on) and a ParameterServer one of N tasks (chief, "
+        "2 ps, N-3 workers), each on a new cluster: the real etcd, kube-apiserver, "
         f"kube-controller-manager and kube-scheduler 1.37 (gang scheduling on, as the node harness has it), "
         f"{d['nodes']} kwok nodes of {d['node_pods']} pods each (kwok 0.8.0: a pod bound to one turns Running "
         "with an IP), the real CoreDNS with the addon's Corefile. Seconds from `helm install` until every pod "
@@ -359,6 +361,7 @@ def simulated(d: dict) -> list[str]:
         "",
         md_table(
             [
+                "release",
                 "tasks",
                 "gang",
                 "helm s",
@@ -413,8 +416,8 @@ def simulated(d: dict) -> list[str]:
         f"In the same clusters (gang off), the real launcher of a sample of the release's tasks (up to "
         f"{max(r['tasks'] for r in d['launchers'])}: the leading task, each ps, then workers by index), each with "
         "its pod's environment and the release's service-account token, `sleep` as its program, resolving "
-        "through the simulated cluster's CoreDNS; and a ParameterServer release of N tasks (chief, 2 ps, N-3 "
-        "workers) beside it. API requests: the API server's audit log of that service account. DNS: CoreDNS' "
+        "through the simulated cluster's CoreDNS (gang off). API requests: the API server's audit log of that "
+        "service account. DNS: CoreDNS' "
         "coredns_dns_requests_total. *At start*: from the launchers' start until each has started its "
         "program; *steady*: the next "
         f"{d['launchers'][0]['steady_s']:.0f} s. TensorFlow's own lookups (none here) come on top. *before*: the "

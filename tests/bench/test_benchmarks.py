@@ -91,9 +91,10 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
     monkeypatch.setattr(report, "DOCS", tmp_path)
 
     def start(n: int, gang: bool) -> dict:
-        return {"tasks": n, "gang": gang, "helm_install_s": 0.6, "marks": {"created": n / 20, "bound": n / 15,
-                "running": n / 15}, "curve": [(0.0, 0, 0, 0), (n / 15, n, n, n)], "requests_total": 6 * n,
-                "endpointslices": -(-n // 100), "pod_bytes": 40960, "etcd_db_bytes": 89e6, "nodes_not_ready": 0}  # fmt: skip
+        marks = {"created": n / 20, "bound": n / 15, "running": n / 15}
+        return {"tasks": n, "gang": gang, "helm_install_s": 0.6, "marks": marks, "requests_total": 6 * n,
+                "curve": [(0.0, 0, 0, 0), (n / 15, n, n, n)], "endpointslices": -(-n // 100),
+                "pod_bytes": 40960, "etcd_db_bytes": 89e6, "nodes_not_ready": 0}  # fmt: skip
 
     def launchers(label: str, api: float, dns: float) -> dict:
         return {"shape": "ps", "size": 512, "launcher": label, "tasks": 32, "api_start_per_task": api,
@@ -105,6 +106,7 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
             "launchers": [launchers("before", 0.9, 1024.0), launchers("after", 3.1, 48.0)]}  # fmt: skip
     text = "\n".join(report.simulated(data))
     rows = [line for line in text.splitlines() if line.startswith("| ")]
-    assert "| 512 | on | 0.60 | 25.60 | 34.13 | 34.13 | 20.00 | 3072 | 6 | 40.00 | 89 | 0 |" in rows
+    mwms = "| MultiWorkerMirrored | 512 | on | 0.60 | 25.60 | 34.13 | 34.13 | 20.00 | 3072 | 6 | 40.00 | 89 | 0 |"
+    assert mwms in rows
     assert "| ps | 512 | after | 32 | 3.10 | 48.00 | 0.10 | 0.00 | 0.00 | 30.50 | 512 | 1.30 |" in rows
     assert (tmp_path / "bench-simulated-starts.png").stat().st_size > 0

@@ -465,7 +465,9 @@ def test_the_parameter_server_chief_learns_its_peers_from_the_services_endpoints
             utils.create_from_dict(api, doc, namespace=namespace)
     jobs = {d["metadata"]["name"].split("-")[-2]: d for d in docs if d["kind"] == "Job"}
     service = next(d["metadata"]["name"] for d in docs if d["kind"] == "Service")
-    peers = [f"{jobs[r]['metadata']['name']}-{i}" for r, n in (("chief", 1), ("worker", 2), ("ps", 1)) for i in range(n)]
+    peers = [
+        f"{jobs[r]['metadata']['name']}-{i}" for r, n in (("chief", 1), ("worker", 2), ("ps", 1)) for i in range(n)
+    ]
     task = Task(apiserver, namespace, tmp_path, jobs["chief"], 0, "pe-tf-cluster")
     task.until(f"waiting for {len(peers)}/{len(peers)} peer pod(s)")
     task.until(f"{peers[0]}.{service} (no pod yet)")
