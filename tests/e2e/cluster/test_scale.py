@@ -64,9 +64,11 @@ def test_512_tasks_start_gang_scheduled_and_the_chief_finds_every_peer_from_the_
     assert {c["type"]: c["status"] for c in group["status"]["conditions"]}.get("PodGroupInitiallyScheduled") == "True"
     assert sum(j.status.active or 0 for j in client.BatchV1Api(sim.api).list_namespaced_job(ns).items) == TASKS
 
-    (chief,) = client.CoreV1Api(sim.api).list_namespaced_pod(
-        ns, label_selector="app.kubernetes.io/component=chief", _preload_content=False
-    ).json()["items"]
+    (chief,) = (
+        client.CoreV1Api(sim.api)
+        .list_namespaced_pod(ns, label_selector="app.kubernetes.io/component=chief", _preload_content=False)
+        .json()["items"]
+    )
     user = f"system:serviceaccount:{ns}:{chief['spec']['serviceAccountName']}"
     dns_before, since = sim.dns_requests(), time.time()
     task = sim.task(chief, CHART / "files" / "launcher.py", [sys.executable, "-c", "print('trained')"], tmp_path)
