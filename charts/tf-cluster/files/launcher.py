@@ -375,7 +375,8 @@ def why_unpublished(namespace, host):
         return "not published yet"
     from urllib.parse import quote
     try:
-        pods = api("/api/v1/namespaces/%s/pods?labelSelector=%s" % (namespace, quote(selector))).get("items") or []
+        path = "/api/v1/namespaces/%s/pods?labelSelector=%s&resourceVersion=0" % (namespace, quote(selector))
+        pods = api(path).get("items") or []
     except (ConfigError, urllib.error.URLError, OSError, ValueError, http.client.HTTPException):
         return "not published yet"
     return why_missing(host, pods)
@@ -565,10 +566,15 @@ class Informer:
     backoff up to 30 s); a new LIST only when the resourceVersion is too old (410 Gone). What
     client-go's informer does, for one reader, with the standard library. Counts its requests."""
 
-    def __init__(self, path, label_selector=None, field_selector=None, name="objects", keep=None, page=250):
+    def __init__(self, path, label_selector=None, field_selector=None, name="objects", keep=None, page=None):
         from urllib.parse import quote
         self.keep = keep or (lambda obj: obj)  # what is kept of each object: a release's pods are big
-        self.page = page  # LIST in pages: one answer of 4096 pods would be ~500 MB to parse at once
+        # page=None: a LIST the API server answers from its watch cache (resourceVersion=0), for the
+        # few objects a selector picks. Read from etcd instead, a selector that picks one pod of
+        # 4096 has the API server decode all of them (~600 MB): 32 such LISTs at once timed out.
+        # page=N: the release's pods, all of them wanted, in pages of N from etcd, so that no one
+        # answer is ~600 MB to parse.
+        self.page = page
         query = []
         if label_selector:
             query.append("labelSelector=" + quote(label_selector))
@@ -666,13 +672,17 @@ class Informer:
                 failures, backoff = self._failed(e, failures, backoff)
 
     def _list(self, sep):
-        """LIST page by page (one snapshot: the pages share its resourceVersion; an expired
-        continue token is a 410, and the LIST starts again); returns the resourceVersion."""
+        """LIST (from the watch cache, or page by page: one snapshot, the pages share its
+        resourceVersion; an expired continue token is a 410, and the LIST starts again); returns
+        the resourceVersion the WATCH goes on from."""
         from urllib.parse import quote
         items, token = {}, None
         while True:
             self.requests += 1
-            data = api("%s%slimit=%d%s" % (self.path, sep, self.page, "&continue=" + quote(token) if token else ""))
+            if self.page is None:
+                data = api("%s%sresourceVersion=0" % (self.path, sep))
+            else:
+                data = api("%s%slimit=%d%s" % (self.path, sep, self.page, "&continue=" + quote(token) if token else ""))
             for o in data.get("items") or []:
                 items[o["metadata"]["name"]] = self.keep(o)
             token = data.get("metadata", {}).get("continue")
@@ -896,7 +906,7 @@ def fence_loop(stop_event, on_peer_lost=None):
     after = float(env("TF_CLUSTER_FENCE_AFTER", "10"))
     namespace, selector = env("TF_CLUSTER_NAMESPACE"), env("TF_CLUSTER_RELEASE_SELECTOR")
     pods = Informer("/api/v1/namespaces/%s/pods" % namespace, label_selector=selector,
-                    name="the release's pods", keep=slim_pod).start()
+                    name="the release's pods", keep=slim_pod, page=250).start()
     warned, known = False, None
     while not stop_event.wait(every):
         if pods.forbidden:
