@@ -178,8 +178,23 @@ def sample_pods(sim: SimCluster, namespace: str, k: int) -> list[dict]:
     return picked[:k]
 
 
+def by_verb(events: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for e in events:
+        key = f"{e['verb']} {e['objectRef'].get('resource', '')}"
+        out[key] = out.get(key, 0) + 1
+    return out
+
+
 def run_launchers(
-    sim: SimCluster, namespace: str, launcher: Path, k: int, steady: float, workdir: Path, env: dict | None = None
+    sim: SimCluster,
+    namespace: str,
+    launcher: Path,
+    k: int,
+    steady: float,
+    workdir: Path,
+    env: dict | None = None,
+    settle: float = 0.0,
 ) -> dict:
     """k real launcher processes for the release's tasks, `-- sleep` as their program, each in a
     mount namespace whose /etc/resolv.conf points at the simulated cluster's CoreDNS."""
@@ -212,9 +227,12 @@ def run_launchers(
             raise RuntimeError(f"launcher of {bad} exited early:\n" + "\n".join(logs[bad][-20:]))
         if time.time() - t0 > 600:
             raise RuntimeError(f"{len(procs) - len(started)} launcher(s) not started after 600 s")
+    t_started = time.time()
+    dns_started, lists_started = sim.dns_requests(), sim.list_bytes()
+    say(f"  {len(procs)} launchers started in {t_started - t0:.1f}s; steady window {steady:.0f}s after {settle:.0f}s")
+    time.sleep(settle)  # the fencers' first LIST of the release's pods goes on after their program started
     t_start = time.time()
     dns_start, lists_start = sim.dns_requests(), sim.list_bytes()
-    say(f"  {len(procs)} launchers started in {t_start - t0:.1f}s; steady window {steady:.0f}s")
     time.sleep(steady)
     t_end = time.time()
     sim.check_alive()
@@ -232,16 +250,9 @@ def run_launchers(
         p.terminate()
     for _, p in procs:
         p.wait(30)
-    at_start = sim.audit(user, t0 - 1, t_start)
+    at_start = sim.audit(user, t0 - 1, t_started)
+    settling = sim.audit(user, t_started, t_start)
     steady_events = sim.audit(user, t_start, t_end)
-    per_verb: dict[str, int] = {}
-    for e in at_start:
-        key = f"{e['verb']} {e['objectRef'].get('resource', '')}"
-        per_verb[key] = per_verb.get(key, 0) + 1
-    steady_verb: dict[str, int] = {}
-    for e in steady_events:
-        key = f"{e['verb']} {e['objectRef'].get('resource', '')}"
-        steady_verb[key] = steady_verb.get(key, 0) + 1
     waits = [
         float(m.group(1))
         for lines in logs.values()
@@ -257,18 +268,20 @@ def run_launchers(
     k = len(procs)
     return {
         "tasks": k,
-        "start_s": round(t_start - t0, 2),
+        "start_s": round(t_started - t0, 2),
         "steady_s": round(t_end - t_start, 1),
         "api_start": len(at_start),
         "api_start_per_task": round(len(at_start) / k, 2),
-        "api_start_by_verb": per_verb,
+        "api_start_by_verb": by_verb(at_start),
         "api_steady": len(steady_events),
         "api_steady_per_task_min": round(len(steady_events) / k / ((t_end - t_start) / 60), 3),
-        "api_steady_by_verb": steady_verb,
-        "dns_start": int(dns_start - dns0),
-        "dns_start_per_task": round((dns_start - dns0) / k, 1),
+        "api_steady_by_verb": by_verb(steady_events),
+        "dns_start": int(dns_started - dns0),
+        "dns_start_per_task": round((dns_started - dns0) / k, 1),
+        "settle_s": settle,
+        "api_settling_by_verb": by_verb(settling),
         "dns_steady_per_task_min": round((dns_end - dns_start) / k / ((t_end - t_start) / 60), 2),
-        "list_bytes_start": int(lists_start - lists0),
+        "list_bytes_start": int(lists_started - lists0),
         "list_bytes_steady": int(sim.list_bytes() - lists_start),
         "roles": sorted({n.split("-")[-3] for n, _ in procs}),
         "waits": waits,
@@ -298,6 +311,7 @@ def main() -> None:
     ap.add_argument("--before", default="254fea0", help="the launcher to compare with (a git revision)")
     ap.add_argument("--steady", type=float, default=120.0, help="seconds of the steady window")
     ap.add_argument("--sample", type=int, default=32, help="launcher processes per release")
+    ap.add_argument("--settle", type=float, default=30.0, help="seconds after the start before the steady window")
     ap.add_argument("--nodes", type=int, default=256)
     ap.add_argument("--skip-launchers", action="store_true")
     ap.add_argument("--out", default="sim")
@@ -349,7 +363,7 @@ def main() -> None:
                     say(f"  launchers ({label}, {shape}, {n} tasks{'' if fence else ', fence off'})")
                     res = run_launchers(
                         sim, start["namespace"], launcher, min(args.sample, n), args.steady,
-                        work / f"l-{shape}-{label}", {} if fence else {"TF_CLUSTER_FENCE_SECONDS": "0"},
+                        work / f"l-{shape}-{label}", {} if fence else {"TF_CLUSTER_FENCE_SECONDS": "0"}, args.settle,
                     )  # fmt: skip
                     res.update(shape=shape, size=n, launcher=label if fence else label + " (fence off)")
                     result["launchers"].append(res)

@@ -404,7 +404,7 @@ def simulated(d: dict) -> list[str]:
                 r["api_start_per_task"],
                 r["dns_start_per_task"],
                 round(r["list_bytes_start"] / 1e6 / r["tasks"], 2),
-                r["api_steady_per_task_min"],
+                f"{r['api_steady_per_task_min']} ({r['steady_s']:.0f} s from {r.get('settle_s', 0):.0f} s after)",
                 r["dns_steady_per_task_min"],
                 max(r.get("peak_mb") or [float("nan")]),
                 max(r["peers"]) if r.get("peers") else "-",
@@ -419,8 +419,9 @@ def simulated(d: dict) -> list[str]:
         "through the simulated cluster's CoreDNS (gang off). API requests: the API server's audit log of that "
         "service account. DNS: CoreDNS' "
         "coredns_dns_requests_total. *At start*: from the launchers' start until each has started its "
-        "program; *steady*: the next "
-        f"{d['launchers'][0]['steady_s']:.0f} s. TensorFlow's own lookups (none here) come on top. *before*: the "
+        "program; *after*: a window that starts some seconds later (the fencers' first LIST of the "
+        "release's pods goes on after their program started; a window from 0 s counts it). TensorFlow's own "
+        "lookups (none here) come on top. *before*: the "
         f"launcher of {d['before']} (every address looked up, the leading Job polled every `pollSeconds`, "
         "every task fencing with a LIST every `fenceCheckSeconds`); *after*: this launcher.",
         "",
@@ -433,7 +434,7 @@ def simulated(d: dict) -> list[str]:
                 "API req/task at start",
                 "DNS queries/task at start",
                 "MB listed/task at start",
-                "API req/task/min after",
+                "API req/task/min after (window)",
                 "DNS queries/task/min after",
                 "peak MB (largest)",
                 "most peers one task waited for",

@@ -99,7 +99,7 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
     def launchers(label: str, api: float, dns: float) -> dict:
         return {"shape": "ps", "size": 512, "launcher": label, "tasks": 32, "api_start_per_task": api,
                 "dns_start_per_task": dns, "list_bytes_start": 3.2e6, "api_steady_per_task_min": 0.0,
-                "dns_steady_per_task_min": 0.0, "peak_mb": [30.5], "start_s": 1.3, "steady_s": 90.0,
+                "dns_steady_per_task_min": 0.0, "peak_mb": [30.5], "start_s": 1.3, "steady_s": 90.0, "settle_s": 30,
                 "peers": [512, 0, 0]}  # fmt: skip
 
     data = {"nodes": 256, "node_pods": 32, "before": "254fea0", "starts": [start(64, False), start(512, True)],
@@ -108,5 +108,8 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     mwms = "| MultiWorkerMirrored | 512 | on | 0.60 | 25.60 | 34.13 | 34.13 | 20.00 | 3072 | 6 | 40.00 | 89 | 0 |"
     assert mwms in rows
-    assert "| ps | 512 | after | 32 | 3.10 | 48.00 | 0.10 | 0.00 | 0.00 | 30.50 | 512 | 1.30 |" in rows
+    assert (
+        "| ps | 512 | after | 32 | 3.10 | 48.00 | 0.10 | 0.0 (90 s from 30 s after) | 0.00 | 30.50 | 512 | 1.30 |"
+        in rows
+    )
     assert (tmp_path / "bench-simulated-starts.png").stat().st_size > 0
