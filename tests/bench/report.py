@@ -460,7 +460,31 @@ SECTIONS = (
 )
 
 
+def only(name: str) -> None:
+    """Rewrite one section of docs/benchmarks.md from its JSON, the others as they are (a rerun of one
+    script: `report.py --only sim`)."""
+    data = load(name)
+    if data is None:
+        sys.exit(f"no figures for {name}: build/bench/{name}.json (run its script first)")
+    section = dict(SECTIONS + OPTIONAL)[name](data)
+    section.insert(len(section) - 1, f"_Measured {data['measured']}._")
+    section.insert(len(section) - 1, "")
+    page = DOCS / "benchmarks.md"
+    text = page.read_text() if page.is_file() else "# Benchmarks\n"
+    heading = section[0]
+    start = text.find(heading + "\n")
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(section)
+    else:
+        end = text.find("\n## ", start + len(heading))
+        text = text[:start] + "\n".join(section) + ("\n" + text[end + 1 :] if end >= 0 else "")
+    page.write_text(text)
+    print(f"wrote the {name} section of {page}")
+
+
 def main() -> None:
+    if sys.argv[1:2] == ["--only"] and len(sys.argv) > 2:
+        return only(sys.argv[2])
     DOCS.mkdir(exist_ok=True)
     lines = [
         "# Benchmarks",
