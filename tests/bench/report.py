@@ -325,7 +325,7 @@ def starts_under_addon_dns(d: dict) -> list[str]:
 
 def simulated(d: dict) -> list[str]:
     """Thousands of tasks on the simulated cluster (bench_sim.py)."""
-    starts = d["starts"]
+    starts = sorted(d["starts"], key=lambda s: (s["tasks"], s.get("shape", "mwms"), s["gang"]))
     rows = []
     for s in starts:
         m = s["marks"]
@@ -394,7 +394,7 @@ def simulated(d: dict) -> list[str]:
     (axes[-1] if len(sizes) > 1 else axes).legend(fontsize=7)
     out += [figure("simulated-starts"), ""]
     rows = []
-    for r in d["launchers"]:
+    for r in sorted(d["launchers"], key=lambda r: (r["size"], r["shape"], not r["launcher"].startswith("before"))):
         rows.append(
             [
                 r["shape"],
@@ -404,7 +404,7 @@ def simulated(d: dict) -> list[str]:
                 r["api_start_per_task"],
                 r["dns_start_per_task"],
                 round(r["list_bytes_start"] / 1e6 / r["tasks"], 2),
-                f"{r['api_steady_per_task_min']} ({r['steady_s']:.0f} s from {r.get('settle_s', 0):.0f} s after)",
+                f"{r['api_steady_per_task_min']} ({r['steady_s']:.0f} s from +{r.get('settle_s') or 0:.0f} s)",
                 r["dns_steady_per_task_min"],
                 max(r.get("peak_mb") or [float("nan")]),
                 max(r["peers"]) if r.get("peers") else "-",
@@ -416,7 +416,7 @@ def simulated(d: dict) -> list[str]:
         f"In the same clusters (gang off), the real launcher of a sample of the release's tasks (up to "
         f"{max(r['tasks'] for r in d['launchers'])}: the leading task, each ps, then workers by index), each with "
         "its pod's environment and the release's service-account token, `sleep` as its program, resolving "
-        "through the simulated cluster's CoreDNS (gang off). API requests: the API server's audit log of that "
+        "through the simulated cluster's CoreDNS. API requests: the API server's audit log of that "
         "service account. DNS: CoreDNS' "
         "coredns_dns_requests_total. *At start*: from the launchers' start until each has started its "
         "program; *after*: a window that starts some seconds later (the fencers' first LIST of the "
@@ -442,6 +442,14 @@ def simulated(d: dict) -> list[str]:
             ],
             rows,
         ),
+        "",
+        "What limits a start here: pods are created at ~20 a second, kube-controller-manager's default client "
+        "rate limit (`--kube-api-qps` 20) pacing the Job controller; with the gang no pod is bound before all "
+        "exist, then the scheduler binds at its own client limit (50 requests a second, a binding and an event "
+        "a pod); and every pod carries its TF_CONFIG, so etcd holds O(N²) bytes: a run that says *stopped* "
+        "filled etcd's default 2 GB quota, after which nothing in the cluster could write. *before (fence off)*: "
+        "the earlier launcher LISTed all the release's pods from every task every 10 s, ~600 MB each at 4096 "
+        "tasks, more than this machine's API server could serve to 32 tasks, so it ran without its fence there.",
         "",
     ]
     return out
