@@ -382,7 +382,7 @@ def simulated(d: dict) -> list[str]:
     sizes = sorted({s["tasks"] for s in starts})
     fig, axes = plt.subplots(1, len(sizes), figsize=(4 * len(sizes), 3.2))
     for ax, n in zip(axes if len(sizes) > 1 else [axes], sizes, strict=True):
-        for s in (x for x in starts if x["tasks"] == n):
+        for s in (x for x in starts if x["tasks"] == n and x.get("shape", "mwms") == "mwms"):
             t = [c[0] for c in s["curve"]]
             style = "-" if s["gang"] else "--"
             label = "gang" if s["gang"] else "no gang"
@@ -392,7 +392,12 @@ def simulated(d: dict) -> list[str]:
         ax.set_xlabel("s after helm install")
     (axes[0] if len(sizes) > 1 else axes).set_ylabel("pods")
     (axes[-1] if len(sizes) > 1 else axes).legend(fontsize=7)
-    out += [figure("simulated-starts"), ""]
+    out += [
+        "MultiWorkerMirrored pods created and bound over time, gang on and off:",
+        "",
+        figure("simulated-starts"),
+        "",
+    ]
     rows = []
     for r in sorted(d["launchers"], key=lambda r: (r["size"], r["shape"], not r["launcher"].startswith("before"))):
         rows.append(
