@@ -277,9 +277,9 @@ def test_an_evicted_pod_is_replaced_without_using_the_backoff_budget(api, ns):
 
 # ----------------------------------------------------------------- the control plane and the node agent
 def test_training_goes_on_while_kube_apiserver_is_down_for_60s(api, ns):
-    """ParameterServer: the ps and workers' launchers poll the chief's Job through the API. With
-    the API gone for a minute they retry; nothing stops, nothing restarts, training goes on, and
-    the run completes once the API is back."""
+    """ParameterServer: the ps and workers' launchers watch the chief's Job through the API. With
+    the API gone for a minute their watches reconnect with backoff; nothing stops, nothing
+    restarts, training goes on, and the run completes once the API is back."""
     install(
         ns,
         "api",
@@ -296,14 +296,18 @@ def test_training_goes_on_while_kube_apiserver_is_down_for_60s(api, ns):
     for role, n in (("chief", 1), ("ps", 1), ("worker", 2)):  # no pod stopped, failed or was replaced
         assert len(pods_of(api, ns, f"-{role}-")) <= n, (role, [p.metadata.name for p in pods_of(api, ns, f"-{role}-")])
         assert (job_of(snap, role).status.failed or 0) == 0, role
+    # Each server follows the chief's Job with a watch (chart 1.0.0), not a GET every 5 s: one whose
+    # connection outlived the outage unnoticed (a closed connection can take TCP keepalive's ~60 s
+    # to surface through the service NAT) and re-watched once the API was back never logged a
+    # retry, which is right. So a retry is reported, not required: what is required is above
+    # (training went on, nothing stopped or restarted) and below (the run completed).
     retried = [p.metadata.name for p in pods_of(api, ns, "-worker-") + pods_of(api, ns, "-ps-")]
     retried = [n for n in retried if "retrying" in log(api, ns, n)]
-    assert retried, "no launcher noticed the outage (expected 'cannot read Job ... retrying')"
     model_exported(api, ns, "api")
     no_running_pods(api, ns)
     say(
         f"kube-apiserver down {up - down:.0f}s (60 s + start): the chief trained epochs {during[0]}-{during[-1]} "
-        f"meanwhile; {len(retried)} launcher(s) retried their Job reads and kept serving; 0 pods restarted"
+        f"meanwhile; {len(retried)} launcher(s) logged a retry of their Job watch; all kept serving; 0 restarted"
     )
 
 
