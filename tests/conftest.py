@@ -41,15 +41,20 @@ def signing_keyrings(tmp_path_factory):
 # ------------------------------------------------------------ where CI's minutes go
 # With $TF_CLUSTER_TIMINGS set (make check), each test module's time (setup + call + teardown of
 # its tests) goes into the timing record that `make check` prints at its end (tooling/timings.py).
-# Modules under TIMED_MODULE_SECONDS are summed into one line.
+# Modules under TIMED_MODULE_SECONDS are summed into one line. A failed test is recorded under its
+# module, marked FAILED, so the end of CI's log names it (the pytest summary scrolls off above it).
 TIMED_MODULE_SECONDS = 15.0
 _module_times: dict[str, list[float]] = {}  # module -> [seconds, first start]
+_failed: dict[str, list[tuple[str, float, float]]] = {}  # module -> [(test, seconds, start)]
 
 
 def pytest_runtest_logreport(report) -> None:
-    module = report.nodeid.split("::")[0]
+    module, _, test = report.nodeid.partition("::")
     spent = _module_times.setdefault(module, [0.0, report.start])
     spent[0] += report.duration
+    if report.failed:
+        label = test.replace("/", "_") + ("" if report.when == "call" else f" ({report.when})")
+        _failed.setdefault(module, []).append((label, report.duration, report.start))
 
 
 def pytest_sessionfinish(session) -> None:
@@ -63,8 +68,12 @@ def pytest_sessionfinish(session) -> None:
 
     rest, rest_start, n = 0.0, None, 0
     for module, (seconds, start) in _module_times.items():
-        if seconds >= TIMED_MODULE_SECONDS:
-            record(Path(module).name, seconds, start)  # basenames are unique (tests/unit/test_seams.py)
+        failed = _failed.get(module, [])
+        if seconds >= TIMED_MODULE_SECONDS or failed:
+            name = Path(module).name  # basenames are unique (tests/unit/test_seams.py)
+            record(name, seconds, start, 1 if failed else 0)
+            for test, spent, began in failed:
+                record(f"{name}/{test}", spent, began, 1)
         else:
             rest, n = rest + seconds, n + 1
             rest_start = start if rest_start is None else min(rest_start, start)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -60,3 +61,20 @@ def test_run_records_the_phase_under_its_parent_and_passes_the_exit_code_on(tmp_
     assert r.returncode == rc
     (row,) = timings.read(record)
     assert (row.name, row.rc) == ("check/step", rc)
+
+
+def test_a_failed_test_is_named_in_the_table_under_its_module(tmp_path):
+    """CI's log shows its last lines: the table at the end must name what failed."""
+    (tmp_path / "test_mod.py").write_text("def test_fine():\n    pass\n\n\ndef test_broken():\n    assert 1 == 2\n")
+    record = tmp_path / "t.tsv"
+    env = {
+        **os.environ,
+        "TF_CLUSTER_TIMINGS": str(record),
+        "PYTHONPATH": str(ROOT / "tests"),  # tests/conftest.py, loaded as a plugin by its module name
+    }
+    args = ["-m", "pytest", "-q", "-p", "conftest", "-p", "no:cacheprovider", str(tmp_path / "test_mod.py")]
+    r = subprocess.run([sys.executable, *args], env=env, cwd=tmp_path, capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    rows = {p.name: p.rc for p in timings.read(record)}
+    assert rows == {"test_mod.py": 1, "test_mod.py/test_broken": 1}
+    assert "test_broken  FAILED" in timings.report(timings.read(record))
