@@ -9,28 +9,98 @@ from .config import API_SVC_IP, NODE, NODE_NET_GW, STATE, Node, pki
 from .proc import sh
 
 
+def make_ca(into: Path, cn: str, days: int) -> None:
+    """A self-signed CA, into/ca.key and into/ca.crt."""
+    sh(
+        "openssl",
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        into / "ca.key",
+        "-out",
+        into / "ca.crt",
+        "-days",
+        str(days),
+        "-subj",
+        f"/CN={cn}",
+    )
+
+
+def make_sa_keys(into: Path) -> None:
+    """The service-account token signing key pair, into/sa.key and into/sa.pub."""
+    sh("openssl", "genrsa", "-out", into / "sa.key", "2048")
+    sh("openssl", "rsa", "-in", into / "sa.key", "-pubout", "-out", into / "sa.pub")
+
+
+def loopback_apiserver_pki(into: Path, cn: str, days: int, admin_token: str) -> None:
+    """All a kube-apiserver on 127.0.0.1 needs, in `into`: a CA (ca.crt), its serving certificate
+    (srv.crt/srv.key for 127.0.0.1 and localhost), the service-account keys (sa.key/sa.pub) and a
+    token file (tokens.csv) with `admin_token` in system:masters. The simulated cluster (sim.py)
+    and the API suite (tests/e2e/test_apiserver.py) run one."""
+    make_ca(into, cn, days)
+    sh(
+        "openssl",
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        into / "srv.key",
+        "-out",
+        into / "srv.csr",
+        "-subj",
+        "/CN=kube-apiserver",
+    )
+    (into / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    sh(
+        "openssl",
+        "x509",
+        "-req",
+        "-in",
+        into / "srv.csr",
+        "-CA",
+        into / "ca.crt",
+        "-CAkey",
+        into / "ca.key",
+        "-CAcreateserial",
+        "-out",
+        into / "srv.crt",
+        "-days",
+        str(days),
+        "-extfile",
+        into / "ext.cnf",
+    )
+    make_sa_keys(into)
+    (into / "tokens.csv").write_text(f"{admin_token},admin,admin,system:masters\n")
+
+
+def token_kubeconfig(path: Path, server: str, ca: Path, token: str, name: str) -> Path:
+    """A kubeconfig at `path` for `server` (trusting `ca`) with a bearer token; context `name`."""
+    path.write_text(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": name,
+                "clusters": [{"name": name, "cluster": {"server": server, "certificate-authority": str(ca)}}],
+                "users": [{"name": "admin", "user": {"token": token}}],
+                "contexts": [{"name": name, "context": {"cluster": name, "user": "admin"}}],
+            },
+            indent=1,
+        )
+    )
+    return path
+
+
 def ensure_pki(ip: str) -> None:
     pki.mkdir(parents=True, exist_ok=True)
     if not (pki / "ca.crt").exists():
-        sh(
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            pki / "ca.key",
-            "-out",
-            pki / "ca.crt",
-            "-days",
-            "3650",
-            "-subj",
-            "/CN=tf-cluster-node-ca",
-        )
+        make_ca(pki, "tf-cluster-node-ca", 3650)
     if not (pki / "sa.key").exists():
-        sh("openssl", "genrsa", "-out", pki / "sa.key", "2048")
-        sh("openssl", "rsa", "-in", pki / "sa.key", "-pubout", "-out", pki / "sa.pub")
+        make_sa_keys(pki)
     sans = ",".join(
         [f"IP:{x}" for x in ("127.0.0.1", ip, API_SVC_IP, NODE_NET_GW)]
         + [

@@ -38,6 +38,7 @@ from pathlib import Path
 import yaml
 
 from .config import BIN, CACHE
+from .pki import loopback_apiserver_pki, token_kubeconfig
 
 KWOK_DIR = Path(os.environ.get("KWOK_DIR") or CACHE / f"kwok-{os.environ.get('KWOK_VERSION', '0.8.0')}")
 ADMIN_TOKEN = "sim-admin-token"
@@ -184,7 +185,7 @@ class SimCluster:
         if self.work.exists():
             shutil.rmtree(self.work)
         self.work.mkdir(parents=True)
-        self._pki()
+        loopback_apiserver_pki(self.work, "tf-cluster-sim-ca", 2, ADMIN_TOKEN)
         self.etcd_dir = self.work / "etcd"
         etcd, peer = free_port(), free_port()
         self.etcd_port = etcd
@@ -237,7 +238,7 @@ class SimCluster:
             ],
             env={"GOMEMLIMIT": "6GiB"},
         )
-        self._kubeconfig()
+        token_kubeconfig(self.kubeconfig, f"https://127.0.0.1:{self.port}", self.work / "ca.crt", ADMIN_TOKEN, "sim")
         self._wait("kube-apiserver /readyz", lambda: self.get("/readyz") == "ok", 120)
         self.start(
             "kube-controller-manager",
@@ -333,80 +334,6 @@ class SimCluster:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{what} not ready after {timeout:.0f}s (logs in {self.work})")
             time.sleep(0.5)
-
-    def _pki(self) -> None:
-        w = self.work
-        sh(
-            "openssl",
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            w / "ca.key",
-            "-out",
-            w / "ca.crt",
-            "-days",
-            "2",
-            "-subj",
-            "/CN=tf-cluster-sim-ca",
-        )
-        sh(
-            "openssl",
-            "req",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-keyout",
-            w / "srv.key",
-            "-out",
-            w / "srv.csr",
-            "-subj",
-            "/CN=kube-apiserver",
-        )
-        (w / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-        sh(
-            "openssl",
-            "x509",
-            "-req",
-            "-in",
-            w / "srv.csr",
-            "-CA",
-            w / "ca.crt",
-            "-CAkey",
-            w / "ca.key",
-            "-CAcreateserial",
-            "-out",
-            w / "srv.crt",
-            "-days",
-            "2",
-            "-extfile",
-            w / "ext.cnf",
-        )
-        sh("openssl", "genrsa", "-out", w / "sa.key", "2048")
-        sh("openssl", "rsa", "-in", w / "sa.key", "-pubout", "-out", w / "sa.pub")
-        (w / "tokens.csv").write_text(f"{ADMIN_TOKEN},admin,admin,system:masters\n")
-
-    def _kubeconfig(self) -> None:
-        server = f"https://127.0.0.1:{self.port}"
-        self.kubeconfig.write_text(
-            yaml.safe_dump(
-                {
-                    "apiVersion": "v1",
-                    "kind": "Config",
-                    "current-context": "sim",
-                    "clusters": [
-                        {
-                            "name": "sim",
-                            "cluster": {"server": server, "certificate-authority": str(self.work / "ca.crt")},
-                        }
-                    ],
-                    "users": [{"name": "admin", "user": {"token": ADMIN_TOKEN}}],
-                    "contexts": [{"name": "sim", "context": {"cluster": "sim", "user": "admin"}}],
-                }
-            )
-        )
 
     def _add_nodes(self) -> None:
         from kubernetes import client

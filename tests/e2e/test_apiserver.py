@@ -23,9 +23,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-import yaml
 
 from tf_cluster import CHART, ROOT, helm, kube
+
+sys.path.insert(0, str(ROOT / "hack"))
+from node.pki import loopback_apiserver_pki, token_kubeconfig  # noqa: E402
 
 K8S_VERSION = os.environ.get("K8S_VERSION", "1.29.15")  # oldest supported (Makefile K8S_API_VERSION; CI: the node's)
 BIN = Path(
@@ -50,64 +52,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def sh(*argv, **kw):
-    return subprocess.run(list(map(str, argv)), check=True, capture_output=True, text=True, **kw)
-
-
 @pytest.fixture(scope="session")
 def apiserver(tmp_path_factory):
     w = tmp_path_factory.mktemp("apiserver")
-    sh(
-        "openssl",
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        w / "ca.key",
-        "-out",
-        w / "ca.crt",
-        "-days",
-        "1",
-        "-subj",
-        "/CN=tf-cluster-e2e-ca",
-    )
-    sh(
-        "openssl",
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        w / "srv.key",
-        "-out",
-        w / "srv.csr",
-        "-subj",
-        "/CN=kube-apiserver",
-    )
-    (w / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    sh(
-        "openssl",
-        "x509",
-        "-req",
-        "-in",
-        w / "srv.csr",
-        "-CA",
-        w / "ca.crt",
-        "-CAkey",
-        w / "ca.key",
-        "-CAcreateserial",
-        "-out",
-        w / "srv.crt",
-        "-days",
-        "1",
-        "-extfile",
-        w / "ext.cnf",
-    )
-    sh("openssl", "genrsa", "-out", w / "sa.key", "2048")
-    sh("openssl", "rsa", "-in", w / "sa.key", "-pubout", "-out", w / "sa.pub")
-    (w / "tokens.csv").write_text("e2e-admin-token,admin,admin,system:masters\n")
+    loopback_apiserver_pki(w, "tf-cluster-e2e-ca", 1, "e2e-admin-token")
     etcd_port, peer_port, port = free_port(), free_port(), free_port()
     procs = [
         subprocess.Popen(
@@ -147,24 +95,7 @@ def apiserver(tmp_path_factory):
             stderr=subprocess.STDOUT,
         )
     )
-    kubeconfig = w / "kubeconfig"
-    kubeconfig.write_text(
-        yaml.safe_dump(
-            {
-                "apiVersion": "v1",
-                "kind": "Config",
-                "current-context": "e2e",
-                "clusters": [
-                    {
-                        "name": "e2e",
-                        "cluster": {"server": f"https://127.0.0.1:{port}", "certificate-authority": str(w / "ca.crt")},
-                    }
-                ],
-                "users": [{"name": "admin", "user": {"token": "e2e-admin-token"}}],
-                "contexts": [{"name": "e2e", "context": {"cluster": "e2e", "user": "admin"}}],
-            }
-        )
-    )
+    kubeconfig = token_kubeconfig(w / "kubeconfig", f"https://127.0.0.1:{port}", w / "ca.crt", "e2e-admin-token", "e2e")
     from kubernetes import client, config
 
     deadline = time.monotonic() + 90
