@@ -250,7 +250,9 @@ def run_launchers(
         p.terminate()
     for _, p in procs:
         p.wait(30)
-    at_start = sim.audit(user, t0 - 1, t_started)
+    # from t0, not before: the batch measured before this one (the same service account) sends its
+    # last requests as it is stopped, a moment before t0 (a server reads the leading Job on SIGTERM)
+    at_start = sim.audit(user, t0, t_started)
     settling = sim.audit(user, t_started, t_start)
     steady_events = sim.audit(user, t_start, t_end)
     waits = [
