@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchlib import PROGRAM, marks, median, save, say, table
+from benchlib import PROGRAM, launcher_at, marks, median, save, say, table
 from kubernetes import client
 
 from tf_cluster import CHART, ROOT, helm, kube, manifests
@@ -446,14 +446,8 @@ def main() -> None:
         global CHART_UNDER_TEST
         CHART_UNDER_TEST = Path(tempfile.mkdtemp()) / "tf-cluster"
         shutil.copytree(CHART, CHART_UNDER_TEST)
-        old = subprocess.run(
-            ["git", "show", f"{args.launcher_from}:charts/tf-cluster/files/launcher.py"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        (CHART_UNDER_TEST / "files" / "launcher.py").write_text(old)
+        old = launcher_at(args.launcher_from, CHART_UNDER_TEST.parent)
+        old.replace(CHART_UNDER_TEST / "files" / "launcher.py")
         say(f"the chart with the launcher of {args.launcher_from}: {CHART_UNDER_TEST}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run still restores CoreDNS, uninstalls
     if not Path(args.kubeconfig).is_file():

@@ -25,14 +25,13 @@ import argparse
 import json
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-from benchlib import OUT, save, say, table
+from benchlib import OUT, launcher_at, save, say, table
 
 from tf_cluster import CHART, ROOT, helm
 
@@ -291,20 +290,6 @@ def run_launchers(
         "peers": peers,
         "log_sample": {n: lines[:6] for n, lines in list(logs.items())[:3]},
     }
-
-
-def launcher_at(rev: str, workdir: Path) -> Path:
-    path = workdir / f"launcher-{rev}.py"
-    path.write_text(
-        subprocess.run(
-            ["git", "show", f"{rev}:charts/tf-cluster/files/launcher.py"],
-            cwd=ROOT,
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
-    )
-    return path
 
 
 def main() -> None:

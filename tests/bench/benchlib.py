@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
 import time
 from pathlib import Path
 
@@ -57,4 +58,13 @@ def save(name: str, data: dict) -> Path:
     data = {"measured": time.strftime("%Y-%m-%d %H:%M"), **data}
     path.write_text(json.dumps(data, indent=1))
     say(f"wrote {path.relative_to(ROOT)}")
+    return path
+
+
+def launcher_at(rev: str, into: Path) -> Path:
+    """The chart's launcher as of git revision `rev`, written to into/launcher-<rev>.py (a before/after
+    comparison)."""
+    path = into / f"launcher-{rev}.py"
+    git = ["git", "show", f"{rev}:charts/tf-cluster/files/launcher.py"]
+    path.write_text(subprocess.run(git, cwd=ROOT, check=True, capture_output=True, text=True).stdout)
     return path
