@@ -161,18 +161,23 @@ def test_a_release_spread_over_three_nodes_trains_gang_placed_and_exports_its_mo
     sets = tuple(f"roles.{r}.replicas={n}" for r, n in replicas.items())
     install(ns, release, EX / example, spread(tmp_path, release), sets=(*sets, *epochs(3, 40)))
     # read while every task runs: a finished ParameterServer run's Jobs remove their servers' pods
-    where = wait_until(
-        lambda: (w := placement(api, ns)) and len(w) == sum(replicas.values()) and w, "every task placed", 300
+    # (at once, since the servers watch the chief's Job), so the pods are kept as they were placed
+    placed = wait_until(
+        lambda: (
+            (ps := [p for p in pods_of(api, ns, "-tf-cluster-") if p.spec.node_name])
+            and len(ps) == sum(replicas.values())
+            and ps
+        ),
+        "every task placed",
+        300,
     )
+    where = {p.metadata.name: p.spec.node_name for p in placed}
     snap = wait(api, ns, release, timeout=600)
     all_complete(snap, api, ns, release)
     say(f"placement: {where}")
     assert set(where.values()) == set(NODES), f"one task per node expected over {NODES}: {where}"
     model_exported(api, ns, release)
-    from kubernetes import client
-
-    core = client.CoreV1Api(api)
-    pods = [core.read_namespaced_pod(p, ns) for p in where]
+    pods = placed  # bound: their PodScheduled condition is set
     assert all(p.spec.scheduling_group for p in pods), "every task joins the release's PodGroup (the native gang)"
     bound = sorted(
         c.last_transition_time.timestamp() for p in pods for c in p.status.conditions if c.type == "PodScheduled"
