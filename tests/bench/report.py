@@ -480,8 +480,7 @@ def only(name: str) -> None:
     if data is None:
         sys.exit(f"no figures for {name}: build/bench/{name}.json (run its script first)")
     section = dict(SECTIONS + OPTIONAL)[name](data)
-    section.insert(len(section) - 1, f"_Measured {data['measured']}._")
-    section.insert(len(section) - 1, "")
+    section.insert(len(section) - 1, f"_Measured {data['measured']}._")  # the section ends with ""
     page = DOCS / "benchmarks.md"
     text = page.read_text() if page.is_file() else "# Benchmarks\n"
     heading = section[0]
