@@ -41,38 +41,7 @@ def loopback_apiserver_pki(into: Path, cn: str, days: int, admin_token: str) -> 
     token file (tokens.csv) with `admin_token` in system:masters. The simulated cluster (sim.py)
     and the API suite (tests/e2e/test_apiserver.py) run one."""
     make_ca(into, cn, days)
-    sh(
-        "openssl",
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-keyout",
-        into / "srv.key",
-        "-out",
-        into / "srv.csr",
-        "-subj",
-        "/CN=kube-apiserver",
-    )
-    (into / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
-    sh(
-        "openssl",
-        "x509",
-        "-req",
-        "-in",
-        into / "srv.csr",
-        "-CA",
-        into / "ca.crt",
-        "-CAkey",
-        into / "ca.key",
-        "-CAcreateserial",
-        "-out",
-        into / "srv.crt",
-        "-days",
-        str(days),
-        "-extfile",
-        into / "ext.cnf",
-    )
+    sign_cert(into, "srv", "/CN=kube-apiserver", "IP:127.0.0.1,DNS:localhost", days)
     make_sa_keys(into)
     (into / "tokens.csv").write_text(f"{admin_token},admin,admin,system:masters\n")
 
@@ -145,6 +114,11 @@ def _cert(name: str, subj: str, san: str | None) -> None:
         )
         if san is None or all(x.split(":", 1)[1] in have for x in san.split(",")):
             return
+    sign_cert(pki, name, subj, san, 3650)
+
+
+def sign_cert(into: Path, name: str, subj: str, san: str | None, days: int) -> None:
+    """into/<name>.key and into/<name>.crt for `subj` (and `san`), signed by into/ca.crt."""
     sh(
         "openssl",
         "req",
@@ -152,29 +126,29 @@ def _cert(name: str, subj: str, san: str | None) -> None:
         "rsa:2048",
         "-nodes",
         "-keyout",
-        pki / f"{name}.key",
+        into / f"{name}.key",
         "-out",
-        pki / f"{name}.csr",
+        into / f"{name}.csr",
         "-subj",
         subj,
     )
-    ext = pki / f"{name}.ext"
+    ext = into / f"{name}.ext"
     ext.write_text((f"subjectAltName={san}\n" if san else "") + "extendedKeyUsage=serverAuth,clientAuth\n")
     sh(
         "openssl",
         "x509",
         "-req",
         "-in",
-        pki / f"{name}.csr",
+        into / f"{name}.csr",
         "-CA",
-        pki / "ca.crt",
+        into / "ca.crt",
         "-CAkey",
-        pki / "ca.key",
+        into / "ca.key",
         "-CAcreateserial",
         "-out",
-        crt,
+        into / f"{name}.crt",
         "-days",
-        "3650",
+        str(days),
         "-extfile",
         ext,
     )
