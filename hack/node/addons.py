@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import urllib.request
 
-from .config import BASE_IMAGE, BIN, GATEWAY, KUBECONFIG, STATE
+from .config import BASE_IMAGE, BIN, DNS_HEALTH, DNS_READY, GATEWAY, KUBECONFIG, STATE
 from .proc import kubectl, start, template, wait_for
 
 
 def up_addons() -> None:
     corefile = STATE / "Corefile"
-    corefile.write_text(template("Corefile", GATEWAY=GATEWAY, KUBECONFIG=KUBECONFIG))
+    corefile.write_text(
+        template("Corefile", GATEWAY=GATEWAY, KUBECONFIG=KUBECONFIG, HEALTH=DNS_HEALTH, READY=DNS_READY)
+    )
     start("coredns", [BIN / "coredns", "-conf", corefile])
     wait_for(
         "CoreDNS ready",
-        lambda: urllib.request.urlopen("http://127.0.0.1:18181/ready", timeout=2).status == 200,
+        lambda: urllib.request.urlopen(f"http://127.0.0.1:{DNS_READY}/ready", timeout=2).status == 200,
         60,
         "coredns",
     )

@@ -15,18 +15,27 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from .config import CACHE, HERE, KUBECONFIG, ROOT, STATE
+from .config import (
+    CACHE,
+    CONTROLLER_METRICS,
+    GIT_PORT,
+    HERE,
+    KUBECONFIG,
+    REDIS_PORT,
+    REGISTRY_PORT,
+    REPO_METRICS,
+    REPO_PORT,
+    ROOT,
+    STATE,
+)
 from .proc import NodeError, kubectl, say, start, wait_for
 
 ARGOCD_VERSION = os.environ.get("ARGOCD_VERSION", "3.6.1")
 ARGOCD_DIR = Path(os.environ.get("ARGOCD_DIR") or CACHE / f"argocd-{ARGOCD_VERSION}")
 NAMESPACE = "argocd"
-REDIS_PORT, REPO_PORT, GIT_PORT = 36379, 38081, 39080
-REPO_METRICS, CONTROLLER_METRICS = 38084, 38082  # also their readiness checks
 RESYNC = int(os.environ.get("ARGOCD_RESYNC", "5"))
 REGISTRY_VERSION = os.environ.get("REGISTRY_VERSION", "3.1.2")
 REGISTRY_DIR = Path(os.environ.get("REGISTRY_DIR") or CACHE / f"registry-{REGISTRY_VERSION}")
-REGISTRY_PORT = 35000
 REGISTRY = f"127.0.0.1:{REGISTRY_PORT}"  # plain HTTP: `helm push --plain-http`, Argo CD `insecureOCIForceHttp`
 GIT_ROOT = STATE / "git"
 GIT_URL = f"http://127.0.0.1:{GIT_PORT}"

@@ -34,6 +34,8 @@ from .nodes import EXTRA_NODES, by_name, down_extra_nodes, kill, partition, pids
 from .pki import ensure_pki, kubeconfig
 from .policy import clean_up as clean_up_policy_engine
 from .policy import up_policy_engine
+from .ports import guard as guard_ports
+from .ports import release as release_ports
 from .proc import NodeError, ctr, kubectl, node_ip, pid_of, say, sh, stop, wait_for
 from .runtime import ctr_images, trainer_images
 
@@ -60,6 +62,7 @@ def up(args) -> int:
         raise NodeError(f"no trainer image in podman's store ({TRAINER_REPO}): run `make image` first")
     for d in (STATE, run, logs):
         d.mkdir(parents=True, exist_ok=True)
+    guard_ports()
     ip = node_ip()
     ensure_pki(ip)
     kubeconfig("admin", f"https://127.0.0.1:{API_PORT}").replace(KUBECONFIG)
@@ -136,6 +139,7 @@ def down(args) -> int:
     clean_up_policy_engine()
     for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
         stop(name)
+    release_ports()
     # mounts left by the kubelet and containerd, deepest first
     mounts = [
         line.split()[1]

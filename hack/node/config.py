@@ -20,7 +20,35 @@ NODE = "tf-cluster-node"
 BRIDGE, POD_CIDR, GATEWAY = "tfc0", "10.244.0.0/24", "10.244.0.1"
 BRIDGE_MAC = "02:42:0a:f4:00:01"  # locally administered, from the gateway address; see runtime.ensure_network
 SVC_CIDR, API_SVC_IP = "10.96.0.0/16", "10.96.0.1"
-ETCD_PORT, ETCD_PEER, API_PORT = 32379, 32380, 6443
+# Every port the harness listens on at a fixed number, by the process that listens (node/ports.py
+# checks them at `up`). All below Linux's ephemeral range (32768-60999 by default), from which any
+# outgoing connection takes its source port: a fixed listener inside it fails at random
+# ("bind: address already in use" on 35000, seen twice in a row). On a machine whose range is
+# wider, `up` reserves the ones inside it (net.ipv4.ip_local_reserved_ports) and `down` gives them back.
+ETCD_PORT, ETCD_PEER, API_PORT = 12379, 12380, 6443
+REDIS_PORT, REPO_PORT, GIT_PORT = 16379, 18081, 19080  # Argo CD's (node/argocd.py)
+REPO_METRICS, CONTROLLER_METRICS = 18084, 18082  # also their readiness checks
+REGISTRY_PORT = 15000
+DNS_HEALTH, DNS_READY = 18080, 18181  # CoreDNS's health and ready plugins (files/Corefile)
+FIXED_PORTS = {
+    ETCD_PORT: "etcd",
+    ETCD_PEER: "etcd",
+    API_PORT: "kube-apiserver",
+    10248: "kubelet",  # healthz
+    10250: "kubelet",
+    10249: "kube-proxy",  # metrics (node/kubelet.py)
+    10256: "kube-proxy",  # healthz
+    10257: "kube-controller-manager",
+    10259: "kube-scheduler",
+    DNS_HEALTH: "coredns",
+    DNS_READY: "coredns",
+    REDIS_PORT: "redis",
+    GIT_PORT: "git_http",
+    REGISTRY_PORT: "registry",
+    REPO_PORT: "argocd-repo-server",
+    REPO_METRICS: "argocd-repo-server",
+    CONTROLLER_METRICS: "argocd-application-controller",
+}
 CNI_BIN = next(
     (d for d in ("/usr/lib/cni", "/usr/libexec/cni", "/opt/cni/bin") if Path(d, "bridge").exists()), "/usr/lib/cni"
 )
