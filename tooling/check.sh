@@ -13,6 +13,8 @@ cd "$(dirname "$0")/.."
 node_k8s=${1:?usage: tooling/check.sh NODE_K8S_VERSION [MARK]}
 mark=${2-not extended}
 export TF_CLUSTER_TIMINGS=$PWD/build/timings.tsv
+# everything is built here, so a missing component of the harness fails its scenarios (tests/needs.py)
+export CI=${CI:-true}
 mkdir -p build
 python3 tooling/timings.py start
 TIME=(python3 tooling/timings.py run)

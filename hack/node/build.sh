@@ -84,44 +84,48 @@ for c in "${want[@]}"; do
   esac
 done
 
-if [ ${#k8s[@]} -gt 0 ]; then
-  # Two builds into one directory (make check builds the node's components in the background while
-  # its kube-apiserver suite asks for kube-apiserver): the second waits, then builds what is missing.
-  exec 8>"$out/.build.lock"
-  if ! flock -n 8; then
-    log "waiting for the other build of $out to finish (${k8s[*]} wanted)"; flock 8
-    missing=(); for c in "${k8s[@]}"; do [ -x "$out/$c" ] || missing+=("$c"); done
-    k8s=(${missing[@]+"${missing[@]}"})
-  fi
-fi
-if [ ${#k8s[@]} -gt 0 ]; then
-  t0=$(date +%s%N)
-  need_go "${k8s[*]}"
-  work=$(mktemp -d); cleanups+=("$work")
-  (
-  cd "$work"
-  log "resolving k8s.io/kubernetes v$K8S_VERSION from the Go module proxy"
-  GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" > dl.json
-  gomod=$(python3 -c 'import json; print(json.load(open("dl.json"))["GoMod"])')
-  # k8s.io/kubernetes replaces its staging modules with ./staging paths; pin them to the published versions.
-  { echo "module k8sbuild"; echo; echo "go 1.25"; echo; echo "require k8s.io/kubernetes v$K8S_VERSION"; echo "replace ("
-    grep -oE '^\s*k8s\.io/[A-Za-z0-9._-]+ => \./staging' "$gomod" | awk -v v="$STAGING" '{print "\t" $1 " => " $1 " " v}'
-    echo ")"; } > go.mod
-  { echo '//go:build tools'; echo 'package tools'; for c in "${k8s[@]}"; do echo "import _ \"k8s.io/kubernetes/cmd/$c\""; done; } > tools.go
-  log "building ${k8s[*]} v$K8S_VERSION (cold: ~5 min for the first, a few more for each other, on 2 cores)"
-  GOFLAGS=-mod=mod go mod tidy
-  ldflags="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#1.}"
-  ldflags="-s -w ${ldflags%.*}"  # no symbol table or DWARF: each of the five links is quicker
-  pkgs=(); for c in "${k8s[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
-  mkdir -p bin
-  CGO_ENABLED=0 GOFLAGS=-mod=mod go build -ldflags "$ldflags" -o bin/ "${pkgs[@]}"
-  for c in "${k8s[@]}"; do mv "bin/$c" "$out/$c"; log "$c -> $out/$c"; done
-  )
-  timing "kubernetes ${k8s[*]}" "$t0"
-fi
-exec 8>&-  # the Kubernetes components are there: a waiting build goes on
 
-for c in "${other[@]}"; do
+build_kubernetes() {  # the Kubernetes components wanted, in one `go build`
+  if [ ${#k8s[@]} -gt 0 ]; then
+    # Two builds into one directory (make check builds the node's components in the background while
+    # its kube-apiserver suite asks for kube-apiserver): the second waits, then builds what is missing.
+    exec 8>"$out/.build.lock"
+    if ! flock -n 8; then
+      log "waiting for the other build of $out to finish (${k8s[*]} wanted)"; flock 8
+      missing=(); for c in "${k8s[@]}"; do [ -x "$out/$c" ] || missing+=("$c"); done
+      k8s=(${missing[@]+"${missing[@]}"})
+    fi
+  fi
+  if [ ${#k8s[@]} -gt 0 ]; then
+    t0=$(date +%s%N)
+    need_go "${k8s[*]}"
+    work=$(mktemp -d); cleanups+=("$work")
+    (
+    cd "$work"
+    log "resolving k8s.io/kubernetes v$K8S_VERSION from the Go module proxy"
+    GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$K8S_VERSION" > dl.json
+    gomod=$(python3 -c 'import json; print(json.load(open("dl.json"))["GoMod"])')
+    # k8s.io/kubernetes replaces its staging modules with ./staging paths; pin them to the published versions.
+    { echo "module k8sbuild"; echo; echo "go 1.25"; echo; echo "require k8s.io/kubernetes v$K8S_VERSION"; echo "replace ("
+      grep -oE '^\s*k8s\.io/[A-Za-z0-9._-]+ => \./staging' "$gomod" | awk -v v="$STAGING" '{print "\t" $1 " => " $1 " " v}'
+      echo ")"; } > go.mod
+    { echo '//go:build tools'; echo 'package tools'; for c in "${k8s[@]}"; do echo "import _ \"k8s.io/kubernetes/cmd/$c\""; done; } > tools.go
+    log "building ${k8s[*]} v$K8S_VERSION (cold: ~5 min for the first, a few more for each other, on 2 cores)"
+    GOFLAGS=-mod=mod go mod tidy
+    ldflags="-X k8s.io/component-base/version.gitVersion=v$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${K8S_VERSION#1.}"
+    ldflags="-s -w ${ldflags%.*}"  # no symbol table or DWARF: each of the five links is quicker
+    pkgs=(); for c in "${k8s[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+    mkdir -p bin
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -ldflags "$ldflags" -o bin/ "${pkgs[@]}"
+    for c in "${k8s[@]}"; do mv "bin/$c" "$out/$c"; log "$c -> $out/$c"; done
+    )
+    timing "kubernetes ${k8s[*]}" "$t0"
+  fi
+  exec 8>&-  # the Kubernetes components are there: a waiting build goes on
+}
+
+build_one() {  # build_one COMPONENT: one of the components besides Kubernetes'
+  local c=$1 t0
   t0=$(date +%s%N)
   case $c in
     coredns)
@@ -290,5 +294,20 @@ GO
       apt_install ${pkgs[@]+"${pkgs[@]}"};;
   esac
   timing "$c" "$t0"
+}
+
+# The registry first (~2.5 min cold): `make test`'s TFJob-migration tests need it, and wait for
+# it while its lock is held (tests/tooling/test_from_tfjob.py) rather than skip.
+rest=()
+for c in ${other[@]+"${other[@]}"}; do
+  if [ "$c" = registry ]; then
+    mkdir -p "$REGISTRY_DIR"; exec 7>"$REGISTRY_DIR/.build.lock"; flock 7
+    build_one registry
+    exec 7>&-
+  else
+    rest+=("$c")
+  fi
 done
+build_kubernetes
+for c in ${rest[@]+"${rest[@]}"}; do build_one "$c"; done
 echo "$out"

@@ -40,9 +40,10 @@ APISERVER = BIN / "kube-apiserver"
 LAUNCHER = CHART / "files" / "launcher.py"
 PS_EXAMPLE = ROOT / "values-examples" / "parameter-server.yaml"
 
-pytestmark = pytest.mark.skipif(
-    not (APISERVER.exists() and shutil.which("etcd") and shutil.which("openssl")),
-    reason=f"no kube-apiserver in {BIN} or no etcd/openssl: run `make e2e-api` (builds them)",
+pytestmark = pytest.mark.needs(
+    f"kube-apiserver ({BIN}), etcd or openssl",
+    bool(APISERVER.exists() and shutil.which("etcd") and shutil.which("openssl")),
+    "run `make e2e-api` (builds them)",
 )
 
 

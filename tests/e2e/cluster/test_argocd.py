@@ -31,9 +31,10 @@ EXAMPLE = yaml.safe_load((EX / "argocd" / "application.yaml").read_text())
 OCI_EXAMPLE = yaml.safe_load((EX / "argocd" / "application-oci.yaml").read_text())
 CHART = yaml.safe_load((ROOT / "charts/tf-cluster/Chart.yaml").read_text())["version"]
 
-pytestmark = pytest.mark.skipif(
-    not pid_of("argocd-application-controller"),
-    reason="needs Argo CD on the e2e node: `make e2e` builds it and starts it with the node",
+pytestmark = pytest.mark.needs(
+    "Argo CD (argocd-application-controller on the e2e node)",
+    bool(pid_of("argocd-application-controller")),
+    "`make e2e` builds it and starts it with the node",
 )
 
 

@@ -50,10 +50,11 @@ def on_the_harness_node() -> bool:
     return node_config.is_this_node(KUBECONFIG)
 
 
-pytestmark = pytest.mark.skipif(
-    not on_the_harness_node(),
-    reason="injects node faults (SIGKILL through containerd, stopping kube-apiserver and the kubelet): "
-    "needs the node `make e2e` brings up here, not any cluster",
+pytestmark = pytest.mark.needs(
+    "the harness's node",
+    on_the_harness_node(),
+    "these scenarios inject node faults (SIGKILL through containerd, stopping kube-apiserver and the kubelet) "
+    "on the node `make e2e` brings up here, not on any cluster",
 )
 
 

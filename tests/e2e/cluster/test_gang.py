@@ -11,6 +11,7 @@ import time
 from decimal import Decimal
 
 import pytest
+from needs import absent
 from test_cluster import EX, SMALL, all_complete, helm_in, install, pods_of, say, wait
 
 from tf_cluster import gang, helm, kube
@@ -22,7 +23,9 @@ TASK_CPU = Decimal("0.3")  # each gang task's request
 @pytest.fixture(autouse=True)
 def gang_api(api):
     if not kube.serves_gang_api(api):
-        pytest.skip("needs a cluster serving scheduling.k8s.io/v1beta1 PodGroup (1.37, GenericWorkload): `make e2e`")
+        absent(
+            "the PodGroup API (scheduling.k8s.io/v1beta1)", "a cluster serving it (1.37, GenericWorkload): `make e2e`"
+        )
 
 
 def free_cpu(api) -> Decimal:

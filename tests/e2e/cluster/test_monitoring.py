@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from needs import absent
 from test_cluster import EX, KUBECONFIG, epochs, install, say, wait_for_log
 from test_security import exec_in, probe_pod, running, wait_until
 
@@ -206,7 +207,7 @@ def watched(kube_cluster, tmp_path_factory):
     from pytest_helm_charts.k8s.namespace import ensure_namespace_exists
 
     if not PROMETHEUS_BIN.is_file():
-        pytest.skip(f"{PROMETHEUS_BIN} missing: hack/node/build.sh installs Debian's prometheus (make e2e)")
+        absent(f"Prometheus ({PROMETHEUS_BIN})", "hack/node/build.sh installs Debian's prometheus (make e2e)")
     api = kube.client_for(KUBECONFIG)
     files = [f"-f={CRDS / f'prometheus-operator-{kind}.yaml'}" for kind in ("podmonitors", "prometheusrules")]
     subprocess.run(

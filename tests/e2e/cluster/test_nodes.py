@@ -34,10 +34,10 @@ from tf_cluster import progress
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "hack"))  # the node harness, hack/node
 from node import config as node_config  # noqa: E402
 
-pytestmark = pytest.mark.skipif(
-    not on_the_harness_node() or node_config.NODE_COUNT < 3,
-    reason="needs the harness's three nodes (`make e2e` brings them up here; TF_CLUSTER_NODES=3) to "
-    "spread tasks over and to kill, cut off and drain them",
+pytestmark = pytest.mark.needs(
+    "the harness's three nodes",
+    on_the_harness_node() and node_config.NODE_COUNT >= 3,
+    "`make e2e` brings them up here (TF_CLUSTER_NODES=3) to spread tasks over and to kill, cut off and drain them",
 )
 
 NODES = [node_config.HOST_NODE.name] + [n.name for n in node_config.EXTRA_NODES]

@@ -47,9 +47,10 @@ for p in filter(str.isdigit, os.listdir("/proc")):
         print("killed kernel", p)
 """
 
-pytestmark = pytest.mark.skipif(
-    not (CHROMIUM and CHROMEDRIVER),
-    reason="needs Debian's chromium and chromium-driver (`hack/node/build.sh browser` installs them; `make e2e` does)",
+pytestmark = pytest.mark.needs(
+    "Debian's chromium and chromium-driver",
+    bool(CHROMIUM and CHROMEDRIVER),
+    "`hack/node/build.sh browser` installs them; `make e2e` does",
 )
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 
 import pytest
+from needs import absent
 
 from tf_cluster import CHART, ROOT, helm
 
@@ -23,7 +24,7 @@ TASKS = 512
 def sim(tmp_path):
     why = missing()
     if why:
-        pytest.skip(f"the simulated cluster needs the node's binaries and kwok: {why}")
+        absent("the simulated cluster's binaries (the node's and kwok)", why)
     # a loopback address of its own for its CoreDNS: `make bench-sim` may hold another
     with SimCluster(tmp_path / "sim", nodes=64, node_pods=16, dns_ip="127.0.0.154") as s:
         yield s

@@ -206,10 +206,10 @@ def run(kube_cluster, tmp_path_factory):
             core.delete_namespace(name)
 
 
-@pytest.mark.skipif(
-    ON_THE_HARNESS_NODE and not node_proc.pid_of("cilium-agent"),
-    reason="the e2e node runs no NetworkPolicy engine (brought up with TF_CLUSTER_NODE_POLICY=none): "
-    "nothing would enforce the policy",
+@pytest.mark.needs(
+    "the NetworkPolicy engine (Cilium's agent on the e2e node)",
+    not (ON_THE_HARNESS_NODE and not node_proc.pid_of("cilium-agent")),
+    "the node was brought up with TF_CLUSTER_NODE_POLICY=none, or its agent exited: nothing would enforce the policy",
 )
 def test_only_pods_of_the_release_reach_the_tf_port_and_tensorboard_admits_what_values_allow(run):
     """Every probe at once (a few seconds), while the ps, the workers and TensorBoard serve."""

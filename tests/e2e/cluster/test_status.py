@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-import pytest
+from needs import absent
 from test_cluster import EX, KUBECONFIG, epochs, install, say
 
 from tf_cluster import kube
@@ -76,7 +76,9 @@ def test_status_shows_every_tasks_epoch_while_it_trains_then_watches_it_finish(a
 
 def test_status_explains_a_gang_too_big_to_fit(api, ns):
     if not kube.serves_gang_api(api):
-        pytest.skip("needs a cluster serving scheduling.k8s.io/v1beta1 PodGroup (1.37, GenericWorkload): `make e2e`")
+        absent(
+            "the PodGroup API (scheduling.k8s.io/v1beta1)", "a cluster serving it (1.37, GenericWorkload): `make e2e`"
+        )
     install(
         ns,
         "big",
