@@ -10,7 +10,7 @@ PYTEST_ARGS ?=
 # prints the table at the end: tooling/timings.py); otherwise it only runs the step.
 TIME  := python3 tooling/timings.py run
 
-.PHONY: help setup setup-demo check check-all test lint golden test-image image notebook-image kind-node-image kind-smoke e2e-api e2e-bins e2e-images e2e e2e-up e2e-down e2e-status demo render tiers docs site bench bench-sim package publish release clean
+.PHONY: help setup setup-demo check check-all test lint golden test-image image notebook-image kind-node-image kind-smoke e2e-api e2e-bins e2e-images e2e e2e-soak e2e-up e2e-down e2e-status demo render tiers docs site bench bench-sim package publish release clean
 .DEFAULT_GOAL := help
 
 help:  ## this list of targets
@@ -78,6 +78,14 @@ e2e: setup  ## build the trainer and notebook images and the node's binaries sid
 	$(TIME) node-up -- $(NODE) up && TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) \
 	  $(TIME) pytest -- $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 -m "$(MARK)" $(PYTEST_ARGS); \
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(TIME) node-down -- $(NODE) down; fi; exit $$rc
+
+N ?= 3
+e2e-soak: setup  ## the e2e suite N times (N=3) on one node: each scenario's pass rate and time spread, into docs/development/e2e-soak.md; the node is taken down unless KEEP=1
+	@bash images/base/install-builder.sh
+	@$(NODE) build & b=$$!; $(MAKE) --no-print-directory notebook-image; i=$$?; wait $$b; n=$$?; \
+	  [ $$i = 0 ] || exit $$i; [ $$n = 0 ] || exit $$n
+	$(NODE) up && $(PY) tests/soak.py --runs $(N) --kubeconfig $$($(NODE) env | cut -d= -f2) --mark "$(or $(MARK),not extended)"; \
+	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc
 
 BASE ?= localhost/tf-cluster-base:bookworm
 image: setup  ## build the CPU trainer image; without a registry, make the Debian base locally first
