@@ -57,6 +57,9 @@ e2e-api: setup e2e-bins  ## only the kube-apiserver suite: install/upgrade/unins
 
 NODE := $(PY) hack/node
 KEEP ?=
+# 2: the multi-node scenarios beside the single-node ones, then those that need the cluster alone
+# (tests/e2e/lanes.py); 1: one module after another
+E2E_LANES ?= 2
 e2e-up: image  ## a real three-node Kubernetes here (this host + two network-namespace nodes; kube-* from the Go modules, containerd, Cilium, CoreDNS, Argo CD); idempotent
 	$(NODE) up
 
@@ -76,7 +79,7 @@ e2e: setup  ## build the trainer and notebook images and the node's binaries sid
 	@$(TIME) node-build -- $(NODE) build & b=$$!; $(TIME) images -- $(MAKE) --no-print-directory notebook-image; i=$$?; wait $$b; n=$$?; \
 	  [ $$i = 0 ] || exit $$i; [ $$n = 0 ] || exit $$n
 	$(TIME) node-up -- $(NODE) up && TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) \
-	  $(TIME) pytest -- $(PY) -m pytest tests/e2e/cluster -rs -s --durations=0 -m "$(MARK)" $(PYTEST_ARGS); \
+	  $(TIME) pytest -- $(PY) tests/e2e/lanes.py --lanes $(E2E_LANES) -m "$(MARK)" $(PYTEST_ARGS); \
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(TIME) node-down -- $(NODE) down; fi; exit $$rc
 
 N ?= 3

@@ -1,0 +1,93 @@
+"""`make e2e`'s scenarios in lanes: the multi-node module beside the single-node ones, then the
+scenarios that need the cluster to themselves, one after another.
+
+The multi-node scenarios (test_nodes.py) spend most of their time waiting for a lost node to be
+noticed and fenced; they kill, cut off and drain the other two nodes only, which carry a taint no
+single-node scenario tolerates, so they run beside the single-node modules. What cannot share the
+cluster runs afterwards, alone: node faults on the first node (kube-apiserver and kubelet stopped),
+gang sizing from the cluster's free CPU, the simulated cluster's CPU-heavy start, and the check of
+every node's listeners (the multi-node lane restarts nodes).
+
+    python tests/e2e/lanes.py [--lanes 2|1] [pytest args...]     (TF_CLUSTER_E2E_KUBECONFIG set)
+
+--lanes 1 runs everything one module after another, as before. A lane that ran no test (a `-k` or
+`-m` that selects none there) is not a failure; any other pytest exit code is.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SUITE = ROOT / "tests" / "e2e" / "cluster"
+BESIDE = ["test_nodes.py"]  # the lane beside the single-node modules
+ALONE = ["test_faults.py", "test_gang.py", "test_status.py", "test_scale.py", "test_harness_ports.py"]
+NO_TESTS = 5  # pytest's exit code when nothing was selected
+
+
+def modules(names: list[str]) -> list[str]:
+    missing = [n for n in names if not (SUITE / n).is_file()]
+    if missing:
+        raise SystemExit(f"lanes.py names modules that are not in {SUITE}: {missing}")
+    return [str(SUITE / n) for n in names]
+
+
+def the_rest() -> list[str]:
+    named = set(BESIDE) | set(ALONE)
+    return [str(p) for p in sorted(SUITE.glob("test_*.py")) if p.name not in named]
+
+
+def pytest(paths: list[str], extra: list[str], log: Path | None = None) -> subprocess.Popen:
+    argv = [sys.executable, "-m", "pytest", *paths, "-rs", "-s", "--durations=0", "-p", "no:cacheprovider", *extra]
+    out = log.open("w") if log else None
+    return subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT if out else None)
+
+
+def ok(rc: int) -> bool:
+    return rc in (0, NO_TESTS)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
+    )
+    ap.add_argument("--lanes", type=int, choices=(1, 2), default=2)
+    args, extra = ap.parse_known_args()
+    if args.lanes == 1:
+        return 0 if ok(rc := pytest([str(SUITE)], extra).wait()) else rc
+    t0 = time.monotonic()
+    log = ROOT / "build" / "e2e-multi-node.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    print(f"[e2e] lane 2: {', '.join(BESIDE)} beside the single-node modules (its log: {log}, shown when it ends)")
+    side = pytest(modules(BESIDE), extra, log)
+
+    def tell() -> None:  # a line a minute, so the lane's progress is visible while the main lane prints
+        while side.poll() is None:
+            time.sleep(60)
+            lines = [ln for ln in log.read_text(errors="replace").splitlines() if ln.startswith("[e2e]")]
+            if side.poll() is None and lines:
+                print(f"[e2e] lane 2, {time.monotonic() - t0:.0f}s: {lines[-1][:160]}", flush=True)
+
+    threading.Thread(target=tell, daemon=True).start()
+    main_rc = pytest(the_rest(), extra).wait()
+    side_rc = side.wait()
+    print(f"\n[e2e] ===== lane 2 ({', '.join(BESIDE)}): exit {side_rc}, its output:", flush=True)
+    sys.stdout.write(log.read_text(errors="replace"))
+    print(f"[e2e] both lanes done in {time.monotonic() - t0:.0f}s; now alone: {', '.join(ALONE)}", flush=True)
+    alone_rc = pytest(modules(ALONE), extra).wait()
+    failed = [
+        name for name, rc in (("single-node", main_rc), ("multi-node", side_rc), ("alone", alone_rc)) if not ok(rc)
+    ]
+    if failed:
+        print(f"[e2e] FAILED in: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
