@@ -87,7 +87,7 @@ e2e-soak: setup  ## the e2e suite N times (N=3) on one node: each scenario's pas
 	@bash images/base/install-builder.sh
 	@$(NODE) build & b=$$!; $(MAKE) --no-print-directory notebook-image; i=$$?; wait $$b; n=$$?; \
 	  [ $$i = 0 ] || exit $$i; [ $$n = 0 ] || exit $$n
-	$(NODE) up && $(PY) tests/soak.py --runs $(N) --kubeconfig $$($(NODE) env | cut -d= -f2) --mark "$(or $(MARK),not extended)"; \
+	$(NODE) up && $(PY) tests/soak.py --runs $(N) --kubeconfig $$($(NODE) env | cut -d= -f2) --lanes $(E2E_LANES) --mark "$(or $(MARK),not extended)"; \
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc
 
 BASE ?= localhost/tf-cluster-base:bookworm

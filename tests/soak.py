@@ -2,8 +2,8 @@
 rate and time spread. Writes docs/development/e2e-soak.md (the table, the commit, the command).
 
 The node is brought up once by `make e2e-soak` and kept between runs (as `make e2e` would find it);
-each run is a whole `pytest tests/e2e/cluster` with the marker CI uses, its results read from
-pytest's JUnit XML. A run that fails goes on to the next: the table counts it.
+each run is the suite as `make e2e` runs it (tests/e2e/lanes.py, the marker CI uses), its results
+read from each lane's JUnit XML. A run that fails goes on to the next: the table counts it.
 
     python tests/soak.py --runs 3 --kubeconfig KUBECONFIG [--mark "not extended"] [--out FILE]
 """
@@ -66,6 +66,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--kubeconfig", required=True)
     ap.add_argument("--mark", default="not extended")
+    ap.add_argument("--lanes", default="2", help="as make e2e's E2E_LANES")
     ap.add_argument("--out", type=Path, default=PAGE)
     ap.add_argument("pytest_args", nargs="*", help="more pytest arguments (e.g. -k notebook)")
     args = ap.parse_args()
@@ -75,26 +76,28 @@ def main() -> int:
     env.pop("TF_CLUSTER_TIMINGS", None)  # not make check's timing table
     runs, walls = [], []
     for i in range(1, args.runs + 1):
-        junit = work / f"run-{i}.xml"
-        print(f"[soak] run {i} of {args.runs}: pytest tests/e2e/cluster -m '{args.mark}' ...", flush=True)
+        junit = work / f"run-{i}"
+        print(f"[soak] run {i} of {args.runs}: tests/e2e/lanes.py -m '{args.mark}' ...", flush=True)
         t0 = time.monotonic()
-        argv = [sys.executable, "-m", "pytest", "tests/e2e/cluster", "-rs", "-q", "-m", args.mark]
-        rc = subprocess.run([*argv, f"--junitxml={junit}", *args.pytest_args], cwd=ROOT, env=env).returncode
+        argv = [sys.executable, "tests/e2e/lanes.py", "--lanes", args.lanes, "--junit-dir", str(junit)]
+        rc = subprocess.run([*argv, "-m", args.mark, *args.pytest_args], cwd=ROOT, env=env).returncode
         walls.append(time.monotonic() - t0)
-        if not junit.exists():
-            print(f"[soak] run {i} wrote no results (pytest exit {rc}): stopping", flush=True)
+        results = sorted(junit.glob("*.xml"))
+        if not results:
+            print(f"[soak] run {i} wrote no results (exit {rc}): stopping", flush=True)
             return rc or 1
-        runs.append(outcomes(junit))
+        runs.append({name: r for f in results for name, r in outcomes(f).items()})
         failed = [n for n, (s, _, _) in runs[-1].items() if s != "passed"]
         print(f"[soak] run {i}: {len(runs[-1]) - len(failed)} of {len(runs[-1])} passed in {walls[-1]:.0f}s"
               + (f"; not passed: {', '.join(failed)}" if failed else ""), flush=True)  # fmt: skip
     commit = subprocess.run(["git", "log", "-1", "--format=%h %cs"], cwd=ROOT, capture_output=True, text=True).stdout
     body = table(runs)
+    times = "once" if args.runs == 1 else f"{args.runs} times"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         "# The e2e suite, soaked\n\n"
         f"Written by `make e2e-soak N={args.runs}` (`tests/soak.py`) at {commit.strip()}: the suite of "
-        f'`make e2e` (`-m "{args.mark}"`) run {args.runs} times on one node, kept up between runs. '
+        f'`make e2e` (`-m "{args.mark}"`) run {times} on one node, kept up between runs. '
         f"Whole runs took {', '.join(f'{w / 60:.1f}' for w in walls)} min. A scenario that did not pass every "
         "run is a flake to fix before it lands.\n\n" + body + "\n"
     )

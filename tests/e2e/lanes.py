@@ -28,6 +28,7 @@ SUITE = ROOT / "tests" / "e2e" / "cluster"
 BESIDE = ["test_nodes.py"]  # the lane beside the single-node modules
 ALONE = ["test_faults.py", "test_gang.py", "test_status.py", "test_scale.py", "test_harness_ports.py"]
 NO_TESTS = 5  # pytest's exit code when nothing was selected
+JUNIT_DIR: Path | None = None  # --junit-dir: each lane's results as <lane>.xml there (tests/soak.py)
 
 
 def modules(names: list[str]) -> list[str]:
@@ -42,8 +43,10 @@ def the_rest() -> list[str]:
     return [str(p) for p in sorted(SUITE.glob("test_*.py")) if p.name not in named]
 
 
-def pytest(paths: list[str], extra: list[str], log: Path | None = None) -> subprocess.Popen:
+def pytest(lane: str, paths: list[str], extra: list[str], log: Path | None = None) -> subprocess.Popen:
     argv = [sys.executable, "-m", "pytest", *paths, "-rs", "-s", "--durations=0", "-p", "no:cacheprovider", *extra]
+    if JUNIT_DIR:
+        argv.append(f"--junitxml={JUNIT_DIR / f'{lane}.xml'}")
     out = log.open("w") if log else None
     return subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT if out else None)
 
@@ -57,14 +60,17 @@ def main() -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, allow_abbrev=False
     )
     ap.add_argument("--lanes", type=int, choices=(1, 2), default=2)
+    ap.add_argument("--junit-dir", type=Path, help="write each lane's JUnit XML there")
     args, extra = ap.parse_known_args()
+    global JUNIT_DIR
+    JUNIT_DIR = args.junit_dir
     if args.lanes == 1:
-        return 0 if ok(rc := pytest([str(SUITE)], extra).wait()) else rc
+        return 0 if ok(rc := pytest("all", [str(SUITE)], extra).wait()) else rc
     t0 = time.monotonic()
     log = ROOT / "build" / "e2e-multi-node.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     print(f"[e2e] lane 2: {', '.join(BESIDE)} beside the single-node modules (its log: {log}, shown when it ends)")
-    side = pytest(modules(BESIDE), extra, log)
+    side = pytest("multi-node", modules(BESIDE), extra, log)
 
     def tell() -> None:  # a line a minute, so the lane's progress is visible while the main lane prints
         while side.poll() is None:
@@ -74,12 +80,12 @@ def main() -> int:
                 print(f"[e2e] lane 2, {time.monotonic() - t0:.0f}s: {lines[-1][:160]}", flush=True)
 
     threading.Thread(target=tell, daemon=True).start()
-    main_rc = pytest(the_rest(), extra).wait()
+    main_rc = pytest("single-node", the_rest(), extra).wait()
     side_rc = side.wait()
     print(f"\n[e2e] ===== lane 2 ({', '.join(BESIDE)}): exit {side_rc}, its output:", flush=True)
     sys.stdout.write(log.read_text(errors="replace"))
     print(f"[e2e] both lanes done in {time.monotonic() - t0:.0f}s; now alone: {', '.join(ALONE)}", flush=True)
-    alone_rc = pytest(modules(ALONE), extra).wait()
+    alone_rc = pytest("alone", modules(ALONE), extra).wait()
     failed = [
         name for name, rc in (("single-node", main_rc), ("multi-node", side_rc), ("alone", alone_rc)) if not ok(rc)
     ]
