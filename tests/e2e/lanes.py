@@ -26,21 +26,38 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = ROOT / "tests" / "e2e" / "cluster"
 BESIDE = ["test_nodes.py"]  # the lane beside the single-node modules
-ALONE = ["test_faults.py", "test_gang.py", "test_status.py", "test_scale.py", "test_harness_ports.py"]
+# Alone, after the lanes: whole modules, or single scenarios of a module whose others share the cluster
+ALONE = [
+    "test_faults.py::test_training_goes_on_while_kube_apiserver_is_down_for_60s",  # everyone's API gone
+    "test_faults.py::test_pods_keep_running_through_a_kubelet_restart",  # the first node's kubelet stopped
+    "test_gang.py",  # sizes its gangs from the cluster's free CPU
+    "test_status.py",  # a gang too big to fit, from the free CPU too
+    "test_scale.py",  # a simulated cluster's start: CPU-heavy
+    "test_harness_ports.py",  # every node's listeners: lane 2 restarts nodes
+]
 NO_TESTS = 5  # pytest's exit code when nothing was selected
 JUNIT_DIR: Path | None = None  # --junit-dir: each lane's results as <lane>.xml there (tests/soak.py)
 
 
 def modules(names: list[str]) -> list[str]:
-    missing = [n for n in names if not (SUITE / n).is_file()]
+    """Paths (and node ids) under the suite; a module that is not there is an error, not nothing run."""
+    missing = [n for n in names if not (SUITE / n.split("::")[0]).is_file()]
     if missing:
         raise SystemExit(f"lanes.py names modules that are not in {SUITE}: {missing}")
     return [str(SUITE / n) for n in names]
 
 
 def the_rest() -> list[str]:
-    named = set(BESIDE) | set(ALONE)
-    return [str(p) for p in sorted(SUITE.glob("test_*.py")) if p.name not in named]
+    """Every other module, with the scenarios ALONE names one by one deselected from theirs."""
+    whole = set(BESIDE) | {n for n in ALONE if "::" not in n}
+    rest = [str(p) for p in sorted(SUITE.glob("test_*.py")) if p.name not in whole]
+    ids = [str((SUITE / n).relative_to(ROOT)) for n in ALONE if "::" in n]  # node ids are rootdir-relative
+    return rest + [f"--deselect={i}" for i in ids]
+
+
+def lanes() -> dict[str, list[str]]:
+    """Each lane's pytest arguments: lane 2 beside the single-node lane, then the alone one."""
+    return {"single-node": the_rest(), "multi-node": modules(BESIDE), "alone": modules(ALONE)}
 
 
 def pytest(lane: str, paths: list[str], extra: list[str], log: Path | None = None) -> subprocess.Popen:
@@ -70,7 +87,8 @@ def main() -> int:
     log = ROOT / "build" / "e2e-multi-node.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     print(f"[e2e] lane 2: {', '.join(BESIDE)} beside the single-node modules (its log: {log}, shown when it ends)")
-    side = pytest("multi-node", modules(BESIDE), extra, log)
+    paths = lanes()
+    side = pytest("multi-node", paths["multi-node"], extra, log)
 
     def tell() -> None:  # a line a minute, so the lane's progress is visible while the main lane prints
         while side.poll() is None:
@@ -80,12 +98,12 @@ def main() -> int:
                 print(f"[e2e] lane 2, {time.monotonic() - t0:.0f}s: {lines[-1][:160]}", flush=True)
 
     threading.Thread(target=tell, daemon=True).start()
-    main_rc = pytest("single-node", the_rest(), extra).wait()
+    main_rc = pytest("single-node", paths["single-node"], extra).wait()
     side_rc = side.wait()
     print(f"\n[e2e] ===== lane 2 ({', '.join(BESIDE)}): exit {side_rc}, its output:", flush=True)
     sys.stdout.write(log.read_text(errors="replace"))
     print(f"[e2e] both lanes done in {time.monotonic() - t0:.0f}s; now alone: {', '.join(ALONE)}", flush=True)
-    alone_rc = pytest("alone", modules(ALONE), extra).wait()
+    alone_rc = pytest("alone", paths["alone"], extra).wait()
     failed = [
         name for name, rc in (("single-node", main_rc), ("multi-node", side_rc), ("alone", alone_rc)) if not ok(rc)
     ]
