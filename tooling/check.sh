@@ -65,6 +65,10 @@ stop_background() {
   for pid in ${pids[@]+"${pids[@]}"}; do kill -- "-$pid" 2>/dev/null; done
 }
 
+# How busy the two cores were, minute by minute (the cold run's critical path is CPU-bound while
+# the builds run beside `make test`; idle minutes are room to overlap more): a line at the end.
+vmstat -n 60 > build/cpu.log 2>/dev/null &
+vmstat_pid=$!
 disk "at the start"
 background "node components" build/node-build.log env K8S_VERSION="$node_k8s" TF_CLUSTER_GO_SCRATCH=1 bash hack/node/build.sh
 nb=${pids[-1]}
@@ -86,5 +90,8 @@ if [ "$rc" = 0 ]; then
   "${TIME[@]}" e2e -- make --no-print-directory e2e MARK="$mark" || rc=$?
 fi
 disk "at the end"
+kill "$vmstat_pid" 2>/dev/null
+# vmstat's first line is the average since boot: skip it; the idle column is the 15th
+say "CPU idle by minute (%): $(awk 'NR > 3 && $15 ~ /^[0-9]+$/ {printf "%s ", $15}' build/cpu.log)"
 python3 tooling/timings.py report
 exit "$rc"
