@@ -1,7 +1,7 @@
 """A scenario needs a part of the harness (Argo CD, chromium, Prometheus, kwok, the Cilium agent,
 three nodes, a binary the node's build makes). A developer's partial run skips it, saying which;
-CI (CI=true: .ci/run and `make check` set it) fails it, naming the component: a broken component
-must not give a green run with skips.
+CI (CI=true, which `make check` sets in tooling/check.sh; .ci/run runs it) fails it, naming the
+component: a broken component must not give a green run with skips.
 
     absent("Prometheus", "hack/node/build.sh installs it")          # in a test or fixture
     pytestmark = pytest.mark.needs("Argo CD", bool(pid), "make e2e starts it")   # the hooks below
@@ -27,13 +27,14 @@ def absent(component: str, how: str) -> None:
 def pytest_configure(config) -> None:
     config.addinivalue_line(
         "markers",
-        "needs(component, present, how): the test needs a component of the harness; when `present` is "
-        "false it skips, or fails in CI (CI=true), naming the component and `how` to get it",
+        "needs(component, present, how): the test needs a component of the harness; when `present` (a "
+        "bool, or a callable asked when the test starts) is false it skips, or fails in CI (CI=true), "
+        "naming the component and `how` to get it",
     )
 
 
 def pytest_runtest_setup(item) -> None:
     for mark in item.iter_markers("needs"):
         component, present, how = mark.args
-        if not present:
+        if not (present() if callable(present) else present):  # a callable: asked when the test starts
             absent(component, how)

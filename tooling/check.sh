@@ -69,6 +69,7 @@ stop_background() {
 # the builds run beside `make test`; idle minutes are room to overlap more): a line at the end.
 vmstat -n 60 > build/cpu.log 2>/dev/null &
 vmstat_pid=$!
+trap 'kill "$vmstat_pid" 2>/dev/null' EXIT
 disk "at the start"
 background "node components" build/node-build.log env K8S_VERSION="$node_k8s" TF_CLUSTER_GO_SCRATCH=1 bash hack/node/build.sh
 nb=${pids[-1]}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import urllib.request
 
-from .config import BASE_IMAGE, BIN, DNS_HEALTH, DNS_READY, GATEWAY, KUBECONFIG, STATE
+from .config import BASE_IMAGE, BIN, DNS_HEALTH, DNS_READY, GATEWAY, KUBECONFIG, NODE, STATE
 from .proc import kubectl, start, template, wait_for
 
 
@@ -21,7 +21,9 @@ def up_addons() -> None:
         "coredns",
     )
     # Rancher's local-path-provisioner: kind's default storage. Its helper pods run the base image.
-    kubectl("apply", "-f", "-", input=template("local-path.yaml", PATH=STATE / "local-path", HELPER=BASE_IMAGE))
+    kubectl(
+        "apply", "-f", "-", input=template("local-path.yaml", PATH=STATE / "local-path", HELPER=BASE_IMAGE, NODE=NODE)
+    )
     start(
         "local-path-provisioner",
         [

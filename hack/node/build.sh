@@ -85,17 +85,20 @@ for c in "${want[@]}"; do
 done
 
 
-build_kubernetes() {  # the Kubernetes components wanted, in one `go build`
-  if [ ${#k8s[@]} -gt 0 ]; then
-    # Two builds into one directory (make check builds the node's components in the background while
-    # its kube-apiserver suite asks for kube-apiserver): the second waits, then builds what is missing.
-    exec 8>"$out/.build.lock"
-    if ! flock -n 8; then
-      log "waiting for the other build of $out to finish (${k8s[*]} wanted)"; flock 8
-      missing=(); for c in "${k8s[@]}"; do [ -x "$out/$c" ] || missing+=("$c"); done
-      k8s=(${missing[@]+"${missing[@]}"})
-    fi
+lock_kubernetes() {
+  # Two builds into one directory (make check builds the node's components in the background while
+  # its kube-apiserver suite asks for kube-apiserver): the second waits, then builds what is missing.
+  # Taken before anything else is built, so the first build does all five in one `go build`.
+  [ ${#k8s[@]} -gt 0 ] || return 0
+  exec 8>"$out/.build.lock"
+  if ! flock -n 8; then
+    log "waiting for the other build of $out to finish (${k8s[*]} wanted)"; flock 8
+    missing=(); for c in "${k8s[@]}"; do [ -x "$out/$c" ] || missing+=("$c"); done
+    k8s=(${missing[@]+"${missing[@]}"})
   fi
+}
+
+build_kubernetes() {  # the Kubernetes components wanted, in one `go build`
   if [ ${#k8s[@]} -gt 0 ]; then
     t0=$(date +%s%N)
     need_go "${k8s[*]}"
@@ -298,6 +301,7 @@ GO
 
 # The registry first (~2.5 min cold): `make test`'s TFJob-migration tests need it, and wait for
 # it while its lock is held (tests/tooling/test_from_tfjob.py) rather than skip.
+lock_kubernetes
 rest=()
 for c in ${other[@]+"${other[@]}"}; do
   if [ "$c" = registry ]; then

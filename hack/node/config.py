@@ -40,8 +40,13 @@ FIXED_PORTS = {
     10256: "kube-proxy",  # healthz
     10257: "kube-controller-manager",
     10259: "kube-scheduler",
+    53: "coredns",  # on the pod bridge's gateway (files/Corefile)
     DNS_HEALTH: "coredns",
     DNS_READY: "coredns",
+    9962: "cilium-agent",  # its Prometheus metrics (node/policy.py METRICS_PORT)
+    9879: "cilium-agent",  # its agent health endpoint (Cilium's default)
+    9890: "cilium-agent",  # gops (Cilium's default)
+    4240: "cilium-agent",  # node-to-node health (Cilium's default)
     REDIS_PORT: "redis",
     GIT_PORT: "git_http",
     REGISTRY_PORT: "registry",

@@ -6,7 +6,8 @@ fixed number inside it fails at random when a connection happens to hold that nu
 ports (config.FIXED_PORTS) sit below the default range; `up` reserves any of them that a wider
 range would hand out (net.ipv4.ip_local_reserved_ports, recorded so `down` gives back exactly what
 it added) and, for a component not yet running, fails naming the process that holds its port.
-Everything else the harness listens on is chosen free at start (port 0) or is a Unix socket.
+Everything else the harness listens on is a port the kernel picks (port 0: containerd's streaming
+server) or a Unix socket; tests/e2e/cluster/test_harness_ports.py checks both against a running node.
 """
 
 from __future__ import annotations
@@ -51,12 +52,19 @@ def exposed(ports, port_range: tuple[int, int], reserved_ports: set[int]) -> lis
 
 
 def holder(port: int) -> str:
-    """Who listens on or connects from `port` (ss's line), for an error message."""
-    out = sh("ss", "-Htanp", f"( sport = :{port} )", check=False).stdout.strip()
-    return re.sub(r"\s+", " ", out.splitlines()[0]) if out else "unknown (ss shows none now)"
+    """Who listens on or connects from `port` (ss's line, a process's first), for an error message."""
+    lines = [
+        ln
+        for args in ("-Htlnp", "-Htanp")
+        for ln in sh("ss", args, f"( sport = :{port} )", check=False).stdout.splitlines()
+    ]
+    lines.sort(key=lambda ln: "users:" not in ln)  # a line naming the process first
+    return re.sub(r"\s+", " ", lines[0]) if lines else "unknown (ss shows none now)"
 
 
 def free(port: int) -> bool:
+    """Can a loopback listener take `port`? (A listener on any address, or a connection from
+    127.0.0.1, holds it; something on another specific address alone does not show here.)"""
     with socket.socket() as s:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's and Redis's listeners do
         try:

@@ -302,7 +302,8 @@ REGISTRY_BIN = (
     Path(os.environ.get("REGISTRY_DIR") or CACHE / f"registry-{os.environ.get('REGISTRY_VERSION', '3.1.2')}")
     / "registry"
 )  # the CNCF distribution registry the node harness builds (hack/node/argocd.py)
-needs_podman = pytest.mark.needs("podman", bool(shutil.which("podman")), "no local image store: apt-get install podman")
+# asked when the test starts: `make check` installs podman beside `make test` (images/base/install-builder.sh)
+needs_podman = pytest.mark.needs("podman", lambda: bool(shutil.which("podman")), "apt-get install podman")
 REGISTRY_WAIT = 900  # seconds: `make check` builds the registry first, ~2.5 min cold
 
 

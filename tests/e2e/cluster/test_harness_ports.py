@@ -71,27 +71,36 @@ def listeners(netns: str | None) -> list[tuple[str, str, int, list[int]]]:
     return found
 
 
+def sysctl(name: str, netns: str | None) -> str:
+    """A net.ipv4 sysctl as `netns` has it (each network namespace has its own port range)."""
+    argv = ["cat", f"/proc/sys/net/ipv4/{name}"]
+    argv = ["ip", "netns", "exec", netns, *argv] if netns else argv
+    return subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+
+
 def test_no_listener_of_the_harness_sits_in_the_ephemeral_range_unreserved():
     pids = harness_pids()
     assert pids, f"no pid files in {node_config.run}: is the node up?"
-    (low, high), reserved = ports.ephemeral_range(), ports.reserved()
-    seen = []  # (where, component, protocol, address, port)
+    seen, exposed, unlisted = [], [], []  # (node, component, protocol, address, port)
     for node in [node_config.HOST_NODE, *node_config.EXTRA_NODES]:
         where = None if node.host else node.netns
+        low, high = map(int, sysctl("ip_local_port_range", where).split())
+        reserved = ports.parse_ports(sysctl("ip_local_reserved_ports", where))
         for proto, address, port, owners in listeners(where):
             for component in sorted({c for c in (component_of(p, pids) for p in owners) if c}):
-                seen.append((node.name, component, proto, address, port))
+                row = (node.name, component, proto, address, port)
+                seen.append(row)
+                base = component.split("@")[0]  # kubelet@tf-cluster-node-2: a kubelet
+                if low <= port <= high and port not in reserved and base not in KERNEL_CHOSEN:
+                    exposed.append(row)
+                if port < low and node_config.FIXED_PORTS.get(port) != base:  # never a kernel's pick
+                    unlisted.append(row)
     table = "\n".join(f"  {n:22} {c:34} {p} {a}:{port}" for n, c, p, a, port in sorted(seen))
-    exposed = [
-        s for s in seen if low <= s[4] <= high and s[4] not in reserved and s[1].split("@")[0] not in KERNEL_CHOSEN
-    ]
-    assert not exposed, (
-        f"listeners inside {low}-{high}, unreserved:\n{exposed}\nevery listener of the harness:\n{table}"
-    )
-    # the table of fixed ports is what runs: each is listened on, by the component it names, on this host
+    assert not exposed, f"listeners inside the ephemeral range, unreserved:\n{exposed}\nevery listener:\n{table}"
+    assert not unlisted, f"fixed ports missing from config.FIXED_PORTS:\n{unlisted}\nevery listener:\n{table}"
+    # the table is what runs: each port is listened on by the component it names, on this host
     on_host = {(s[1], s[4]) for s in seen if s[0] == node_config.HOST_NODE.name}
     missing = {port: c for port, c in node_config.FIXED_PORTS.items() if (c, port) not in on_host}
     assert not missing, f"config.FIXED_PORTS names ports nothing of the harness listens on: {missing}\n{table}"
-    # and every other node's processes were seen too (their namespaces were read)
-    for node in node_config.EXTRA_NODES:
+    for node in node_config.EXTRA_NODES:  # their namespaces were read
         assert any(s[0] == node.name for s in seen), f"nothing of {node.name} listens?\n{table}"
