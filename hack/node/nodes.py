@@ -59,6 +59,11 @@ def ensure_links() -> None:
     for node in EXTRA_NODES:
         if node.netns not in sh("ip", "netns", "list").stdout.split():
             sh("ip", "netns", "add", node.netns)
+        paired = sh("ip", "-n", node.netns, "link", "show", "eth0", check=False).returncode == 0
+        if not paired and sh("ip", "link", "show", host_link(node), check=False).returncode == 0:
+            # a veth left from the node's last namespace, which the kernel tears down after `down`
+            # (seen under load: the new namespace had no eth0): delete it, make a new pair
+            sh("ip", "link", "delete", host_link(node), check=False)
         if sh("ip", "link", "show", host_link(node), check=False).returncode != 0:
             sh("ip", "link", "add", host_link(node), "type", "veth", "peer", "name", f"tfcn{node.index}p")
             sh("ip", "link", "set", f"tfcn{node.index}p", "netns", node.netns)
@@ -125,7 +130,7 @@ def pids(node: Node) -> list[int]:
 
 def kill(node: Node) -> int:
     """Cut the node's link and SIGKILL every process of it (a machine losing power). Returns how many."""
-    if node.netns in sh("ip", "netns", "list").stdout.split():
+    if sh("ip", "link", "show", host_link(node), check=False).returncode == 0:  # none: a half-made node
         partition(node, cut=True)
     victims = pids(node)
     for pid in victims:
@@ -169,7 +174,10 @@ def down_extra_nodes(purge: bool) -> None:  # noqa: C901
         ]
         for m in sorted(mounts, key=len, reverse=True):
             sh("umount", "-l", m, check=False)
-        sh("ip", "netns", "delete", node.netns, check=False)  # its links, iptables and routes go with it
+        # the veth first: a namespace is torn down by the kernel later, and with it, its end of the
+        # pair; deleting one end deletes both now, so the next `up` never finds half a pair
+        sh("ip", "link", "delete", host_link(node), check=False)
+        sh("ip", "netns", "delete", node.netns, check=False)  # its iptables and routes go with it
         sh("ip", "route", "delete", node.pod_cidr, check=False)
         for hierarchy in Path("/sys/fs/cgroup").iterdir():
             root = hierarchy / node.netns

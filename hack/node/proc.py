@@ -51,6 +51,9 @@ def pid_of(name: str) -> int | None:
         pid = int(f.read_text())
         os.kill(pid, 0)
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        if not cmdline:  # a zombie, or a process inside execve (seen under load: nsenter -> containerd)
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+            return None if state in ("Z", "X") else pid
         base = name.split("@")[0]  # `kubelet@tf-cluster-node-2`: a kubelet (config.Node.proc)
         return pid if base.encode() in cmdline or b"coredns" in cmdline else None
     except (OSError, ValueError):
