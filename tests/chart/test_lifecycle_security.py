@@ -23,9 +23,37 @@ def test_restart_fields_on_every_job(path):
         assert spec["backoffLimitPerIndex"] == 3 and spec["podReplacementPolicy"] == "Failed"
         rules = spec["podFailurePolicy"]["rules"]
         assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
-        assert rules[1]["action"] == "FailJob" and rules[1]["onExitCodes"]["values"] == [2, 3, 4]
+        assert rules[-1]["action"] == "FailJob" and rules[-1]["onExitCodes"]["values"] == [2, 3, 4]
+        coordinator = job["metadata"]["name"].startswith("tf-tf-cluster-chief-") and "parameter-server" in path.stem
+        assert (rules[1:-1] == [COORDINATOR_RESTART]) == coordinator, rules
         assert "ttlSecondsAfterFinished" not in spec  # unset by default: Argo CD self-heal would re-create
         assert "helm.sh/chart" not in spec["template"]["metadata"]["labels"]
+
+
+COORDINATOR_RESTART = {
+    "action": "Ignore",
+    "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [6]},
+}
+
+
+@pytest.mark.parametrize("fence", [True, False])
+def test_the_coordinators_restart_for_a_lost_peer_spends_no_retry(fence):
+    """Issue 43: the ParameterServer coordinator's exit 6 (a peer lost with its node, replaced: it
+    restarts to reconnect) counted against backoffLimitPerIndex like a crash; with from-tfjob's
+    `ExitCode` policy (1-127 non-retryable) it failed the run. It is ignored, before any FailJob rule."""
+    values = {
+        "strategy": "parameterServer",
+        "nodeLoss": {"fence": fence},
+        "roles": {"chief": {"replicas": 1}, "ps": {"replicas": 1}},
+        "jobPolicies": {"chief": {"nonRetryableExitCodes": list(range(1, 128))}},
+    }
+    jobs = {d["metadata"]["name"].split("-")[3]: d for d in render(values) if d["kind"] == "Job"}
+    rules = jobs["chief"]["spec"]["podFailurePolicy"]["rules"]
+    assert (COORDINATOR_RESTART in rules) == fence
+    if fence:
+        assert rules.index(COORDINATOR_RESTART) < [r["action"] for r in rules].index("FailJob")
+    for role in ("worker", "ps"):
+        assert COORDINATOR_RESTART not in jobs[role]["spec"]["podFailurePolicy"]["rules"]
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)

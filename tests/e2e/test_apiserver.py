@@ -281,6 +281,69 @@ def test_launcher_stops_a_server_through_the_api_when_the_chief_job_ends(apiserv
     assert f"will stop when Job {chief} finishes (watched)" in err, err
 
 
+def ps_launcher(apiserver, namespace, tmp_path, sa: str, **extra) -> tuple[subprocess.Popen, str]:
+    """The parameter-server example's objects created, and the launcher of its ps started as its Job
+    would start it, with `sa`'s token; the ps serves until stopped. Returns it and the chief Job."""
+    from kubernetes import utils
+
+    docs = helm.parse(helm.template([PS_EXAMPLE], release="tf", namespace=namespace))
+    for doc in docs:
+        if doc["kind"] != "Pod":  # the helm-test Pod is a hook
+            utils.create_from_dict(apiserver["api"], doc, namespace=namespace)
+    chief = next(d["metadata"]["name"] for d in docs if d["kind"] == "Job" and "-chief-" in d["metadata"]["name"])
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("TF_")},
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(apiserver["port"]),
+        "TF_CLUSTER_SA_DIR": str(token_for(apiserver, namespace, sa, tmp_path)),
+        "TF_CLUSTER_NAMESPACE": namespace,
+        "TF_CLUSTER_LEADER_JOB": chief,
+        "TF_CLUSTER_STOP_WITH_LEADER": "true",
+        "TF_CLUSTER_ROLE": "ps",
+        "TF_TASK_INDEX": "0",
+        **extra,
+    }
+    serve = "import time; print('serving', flush=True); time.sleep(600)"
+    argv = [sys.executable, str(LAUNCHER), "--", sys.executable, "-c", serve]
+    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), chief
+
+
+def test_a_server_whose_leading_job_is_deleted_before_it_finished_stops_and_fails(apiserver, namespace, tmp_path):
+    """Issue 43: with its leading Job deleted mid-run (kubectl delete job), a ps watched a Job that
+    would never finish and served forever. Absent for TF_CLUSTER_LEADER_MISSING_SECONDS (60 in
+    pods, 3 here), it ends with exit 3, as when the Job fails."""
+    from kubernetes import client
+
+    proc, chief = ps_launcher(apiserver, namespace, tmp_path, "tf-tf-cluster", TF_CLUSTER_LEADER_MISSING_SECONDS="3")
+    assert proc.stdout.readline().strip() == "serving"
+    time.sleep(2)
+    assert proc.poll() is None, "a ps serves while the chief runs"
+    t0 = time.monotonic()
+    client.BatchV1Api(apiserver["api"]).delete_namespaced_job(chief, namespace, propagation_policy="Background")
+    _, err = proc.communicate(timeout=60)
+    took = time.monotonic() - t0
+    assert proc.returncode == 3, err
+    assert f"Job {chief} was deleted before it finished (no Job of that name for 3s)" in err, err
+    assert f"Job {chief} no longer exists; task stopped (exit 3" in err, err
+    assert 3 <= took < 10, f"stopped {took:.1f}s after the deletion"
+
+
+def test_a_server_that_may_not_read_its_leading_job_fails_at_once_naming_the_role(apiserver, namespace, tmp_path):
+    """Issue 43: a ServiceAccount without the chart's Role (rbac.create=false, a platform's own
+    account) left every ps unable to watch the chief: it said so once and served forever, and the
+    release never ended. It now exits 5 before starting its program, naming what to grant."""
+    from kubernetes import client
+
+    client.CoreV1Api(apiserver["api"]).create_namespaced_service_account(namespace, {"metadata": {"name": "plain"}})
+    t0 = time.monotonic()
+    proc, chief = ps_launcher(apiserver, namespace, tmp_path, "plain")
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 5, err
+    assert "serving" not in out
+    assert f"cannot read Job {chief} (403 Forbidden)" in err and "rbac.create=true" in err, err
+    assert time.monotonic() - t0 < 10
+
+
 class Task:
     """One task's real launcher, started as the chart would start it (its Job's environment, the
     release's service account token) against this API server, `print('trained')` as its program."""

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -18,11 +20,11 @@ sys.path.insert(0, str(LAUNCHER.parent))
 import launcher  # noqa: E402
 
 
-def start(argv, tmp_path, **env):
+def start(argv, tmp_path, prefix=(), **env):
     full = {k: v for k, v in os.environ.items() if not k.startswith(("TF_CONFIG", "KUBERNETES_"))}
     full.update({"TF_CLUSTER_ROLE": "worker", "TF_TASK_INDEX": "1", **env})
     return subprocess.Popen(
-        [sys.executable, str(LAUNCHER), "--", *argv],
+        [*prefix, sys.executable, str(LAUNCHER), "--", *argv],
         env=full,
         text=True,
         stdout=subprocess.PIPE,
@@ -58,23 +60,82 @@ def test_times_out_naming_the_missing_peers(tmp_path):
     assert 2 <= time.monotonic() - t0 < 20
 
 
-def test_sigterm_is_forwarded_and_the_child_may_finish(tmp_path):
-    marker = tmp_path / "checkpointed"
-    child = (
-        "import signal, sys, time, pathlib\n"
-        "def stop(*a):\n"
-        f"    time.sleep(0.5); pathlib.Path({str(marker)!r}).write_text('saved'); sys.exit(0)\n"
-        "signal.signal(signal.SIGTERM, stop)\n"
-        "print('ready', flush=True)\n"
-        "time.sleep(60)\n"
+SAVES_ON_SIGTERM = (
+    "import signal, sys, time, pathlib\n"
+    "def stop(*a):\n"
+    "    time.sleep(0.5); pathlib.Path('checkpointed').write_text('saved'); sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, stop)\n"
+    "print('ready', flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+@pytest.mark.parametrize("leader,rc", [("", 143), ("Complete", 0)], ids=["run-going-on", "leader-complete"])
+def test_a_child_that_saves_and_exits_0_on_sigterm_is_not_a_success_unless_the_run_is_over(leader, rc, tmp_path):
+    """Issue 43: a program that checkpoints and exits 0 on SIGTERM (TensorFlow's preemption
+    handling, many scripts) made the launcher exit 0, so an evicted or preempted pod counted as a
+    done index and a release could complete after a fraction of its epochs. It may finish its
+    save; only the leading Job's completion makes its stop a success."""
+    status = tmp_path / "leader"
+    status.write_text(leader)
+    p = start(
+        [sys.executable, "-c", SAVES_ON_SIGTERM],
+        tmp_path,
+        TF_CLUSTER_LEADER_STATUS_FILE=str(status),
+        TF_CLUSTER_LEADER_JOB="tf-chief",
     )
-    p = start([sys.executable, "-c", child], tmp_path)
     assert p.stdout.readline().strip() == "ready"
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=30)
-    assert marker.read_text() == "saved"
-    assert p.returncode == 0
+    assert (tmp_path / "checkpointed").read_text() == "saved"  # it had its time to save
     assert "forwarding to the child" in err
+    assert p.returncode == rc, err
+    if rc:
+        assert "task stopped by signal 15 before the run was over (the command exited 0; exit 143" in err
+
+
+def in_own_pid_namespace() -> bool:
+    return os.geteuid() == 0 and shutil.which("unshare") is not None
+
+
+@pytest.mark.parametrize(
+    "pid1",
+    [
+        False,
+        pytest.param(
+            True,
+            marks=pytest.mark.needs("unshare as root", in_own_pid_namespace, "run as root with util-linux"),
+        ),
+    ],
+    ids=["process", "pid-1"],
+)
+def test_sigterm_while_waiting_for_peers_ends_the_launcher_at_once(pid1, tmp_path):
+    """Issue 43: the launcher installed its handlers only once the command ran. In a pod it is PID
+    1, and the kernel drops a signal PID 1 left at its default action: a pod deleted while its task
+    waited for peers (up to launcher.peerTimeoutSeconds) waited for the kubelet's SIGKILL instead."""
+    argv = [sys.executable, "-c", "print('never')"]
+    env = dict(TF_CONFIG=cluster("localhost", "tf-ps-0.gone.invalid"), TF_CLUSTER_PEER_TIMEOUT="120")
+    if pid1:  # as in a container: PID 1 of its own PID namespace, signalled from the parent namespace
+        p = start(argv, tmp_path, **env, prefix=["unshare", "--pid", "--fork", "--kill-child"])
+    else:
+        p = start(argv, tmp_path, **env)
+    assert "waiting for 1/2 peer(s)" in p.stderr.readline()
+    target = p.pid
+    if pid1:
+        children = Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+        assert len(children) == 1
+        target = int(children[0])
+        nspid = next(
+            line for line in Path(f"/proc/{target}/status").read_text().splitlines() if line.startswith("NSpid:")
+        )
+        assert nspid.split()[-1] == "1", nspid  # its pid in its own namespace
+    t0 = time.monotonic()
+    os.kill(target, signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 143, err
+    assert "never" not in out
+    assert "got signal 15 before the command started; exiting 143 without starting it" in err
+    assert time.monotonic() - t0 < 5
 
 
 def test_a_child_that_ignores_sigterm_is_killed_after_the_stop_grace(tmp_path):
@@ -388,3 +449,37 @@ def test_several_peers_are_learnt_from_their_services_endpointslices_as_coredns_
     assert launcher.peer_service([host("worker", 0), host("ps", 0)]) == "r"
     assert launcher.peer_service([host("worker", 0), "x-0.other"]) is None  # two Services: the release's pods
     assert launcher.peer_service(["localhost", host("ps", 0)]) is None
+
+
+def test_the_coordinator_restarts_only_for_lost_peers_in_its_tf_config():
+    """Issue 43: the ParameterServer coordinator restarted (exit 6) for any pod of the release lost
+    with its node, its evaluator's or TensorBoard's too, which are not its peers."""
+    hosts = ["r-chief-0.r.ns.svc.cluster.local", "r-worker-0.r.ns.svc", "r-ps-0.r"]
+    lost = dict(status={"reason": "NodeLost"})
+    worker, evaluator, ps = pod("r-worker-0"), pod("r-evaluator-0"), pod("r-ps-0")
+    worker["status"].update(lost["status"])
+    evaluator["status"].update(lost["status"])
+    assert launcher.lost_peers([worker, evaluator, ps], set(), hosts) == {"r-worker-0-xyz"}
+    assert launcher.lost_peers([evaluator, ps], {"r-ps-0-xyz", "r-evaluator-0-xyz"}, hosts) == {"r-ps-0-xyz"}
+    assert launcher.lost_peers([evaluator], set(), hosts) == set()
+
+
+@pytest.mark.parametrize(
+    "current,deleted,absent_for,want",
+    [
+        ([{"status": {}}], {}, None, ""),
+        ([{"status": {"conditions": [{"type": "Complete", "status": "True"}]}}], {}, None, "Complete"),
+        # deleted right after it finished: its last state (the DELETED event's object) says how
+        ([], {"j": {"status": {"conditions": [{"type": "Failed", "status": "True"}]}}}, 0.0, "Failed"),
+        ([], {"j": {"status": {}}}, 5.0, ""),  # deleted unfinished: it may come back (Argo CD self-heal)
+        ([], {"j": {"status": {}}}, 60.0, "Gone"),
+        ([], {}, 60.0, "Gone"),  # never there
+        ([{"status": {}}], {"j": {"status": {}}}, None, ""),  # deleted and made again: the new one runs
+    ],
+    ids=["running", "complete", "finished-then-deleted", "deleted-5s", "deleted-60s", "never-there", "recreated"],
+)
+def test_a_follower_reads_its_leaders_end_from_every_event_and_its_absence(current, deleted, absent_for, want):
+    """Issue 43: a DELETED event's Job was dropped unread, and a leading Job that no longer existed
+    left its followers waiting forever."""
+    assert launcher.LEADER_MISSING_SECONDS == 60  # the default (no TF_CLUSTER_LEADER_MISSING_SECONDS here)
+    assert launcher.leader_outcome(current, deleted, absent_for) == want

@@ -20,14 +20,22 @@ Standard library only, so it runs in any image with Python 3.8+.
    killed and the launcher exits 128+signal. (In multi-worker runs TensorFlow's
    coordination service catches SIGTERM, so without this a deleted pod trains on
    until the kubelet's SIGKILL and may even exit 0, as measured on a real node.)
+   A signalled command that exits 0 did not finish either (it saved and left, as
+   TensorFlow's preemption handling does): the launcher exits 128+signal unless the
+   leading Job is complete (the run is over). A signal before the command starts (in
+   the peer wait) ends the launcher at once with 128+signal: it is the container's
+   PID 1, for which the kernel ignores a signal left at its default action.
 3. Echoes each new report of Vertex AI's cloudml-hypertune library (the metrics file
    it writes in the pod's /tmp, CLOUD_ML_HP_METRIC_FILE) to its stdout as a
    TF_CLUSTER_METRICS line, so the pod's log carries what the program reported.
 4. When TF_CLUSTER_STOP_WITH_LEADER=true (ps, ParameterServer workers, the
    evaluator) it watches the leading Job (chief, else worker) through the
    Kubernetes API with the pod's token (one LIST, then a WATCH request every 5-10 minutes,
-   reconnected with backoff after an API outage); when that Job is Complete it stops the
-   child and exits 0, when it Failed it stops the child and exits 3.
+   reconnected with backoff after an API outage), from its start (it may end while this task
+   waits for its peers); when that Job is Complete it stops the child and exits 0, when it
+   Failed, or was deleted or never existed (no Job of that name for
+   TF_CLUSTER_LEADER_MISSING_SECONDS, 60), it stops the child and exits 3; when the API refuses
+   the token a read of it (no Role), it exits 5 at once: such a task could never end.
    With an interactive coordinator (the chart's notebook.coordinator) there is no
    chief Job: the notebook kernel is the chief and, while it lives, renews a heartbeat in
    the ConfigMap named like the chief Job (TF_CLUSTER_HEARTBEAT; a ConfigMap, not a
@@ -64,12 +72,14 @@ Exit codes:
     0     the command succeeded, or the leading Job completed and the child was stopped
           (or had completed before this task started: a late replacement exits at once),
           or the interactive coordinator said done or went silent (its heartbeat)
-    3     the leading Job failed; this task was stopped (fails this Job at once)
+    3     the leading Job failed, or no longer exists; this task was stopped (fails this Job at once)
     4     peers did not resolve within TF_CLUSTER_PEER_TIMEOUT (fails this Job at once)
-    5     the launcher was misconfigured (no command, unreadable TF_CONFIG)
+    5     the launcher was misconfigured (no command, unreadable TF_CONFIG, a token that may not
+          read the leading Job)
     6     the ParameterServer coordinator stopped because a peer was lost with its node (fenced):
           its Job starts it again and it resumes from its checkpoint (retried, not fatal)
-    N     otherwise the command's own exit code (128+signal if it was killed)
+    N     otherwise the command's own exit code; 128+signal if it was killed, or stopped by a
+          signal before the run was over (even when it then exited 0)
 
 Environment (set by the chart): TF_CONFIG, TF_CLUSTER_ROLE, TF_TASK_INDEX,
 TF_CLUSTER_NAMESPACE, TF_CLUSTER_LEADER_JOB, TF_CLUSTER_STOP_WITH_LEADER,
@@ -108,6 +118,12 @@ SA_DIR = os.environ.get("TF_CLUSTER_SA_DIR", "/var/run/secrets/kubernetes.io/ser
 SUCCESS = ("Complete", "SuccessCriteriaMet")
 FAILURE = ("Failed", "FailureTarget")
 ABANDONED = "Abandoned"  # an interactive coordinator stopped renewing its heartbeat (kernel gone)
+GONE = "Gone"  # the leading Job was deleted before it finished, or never existed
+UNWATCHABLE = "Unwatchable"  # the API refused this task's token a read of the leading Job
+# Seconds a watched leading Job may be absent before a follower calls it gone: Helm and Argo CD
+# create a release's Jobs within a second of each other, so a pod never starts long before it.
+LEADER_MISSING_SECONDS = int(os.environ.get("TF_CLUSTER_LEADER_MISSING_SECONDS", "60")) if os.environ.get(
+    "TF_CLUSTER_LEADER_MISSING_SECONDS", "60").isdigit() else 60
 STARTED = time.time()  # wall clock: compared with the heartbeat's renewTime
 
 
@@ -122,6 +138,15 @@ def task_name():
 def log(msg):
     sys.stderr.write("[launcher %s] %s\n" % (task_name(), msg))
     sys.stderr.flush()
+
+
+class Stopped(Exception):
+    """SIGTERM or SIGINT arrived before the command started: the launcher ends at once (it is the
+    container's PID 1, for which the kernel ignores a signal left at its default action)."""
+
+    def __init__(self, signum):
+        Exception.__init__(self, signum)
+        self.signum = signum
 
 
 class ConfigError(Exception):
@@ -566,8 +591,10 @@ class Informer:
     backoff up to 30 s); a new LIST only when the resourceVersion is too old (410 Gone). What
     client-go's informer does, for one reader, with the standard library. Counts its requests."""
 
-    def __init__(self, path, label_selector=None, field_selector=None, name="objects", keep=None, page=None):
+    def __init__(self, path, label_selector=None, field_selector=None, name="objects", keep=None, page=None,
+                 remember_deleted=False):
         from urllib.parse import quote
+        self.remember_deleted = remember_deleted  # keep the last state of deleted objects (gone())
         self.keep = keep or (lambda obj: obj)  # what is kept of each object: a release's pods are big
         # page=None: a LIST the API server answers from its watch cache (resourceVersion=0), for the
         # few objects a selector picks. Read from etcd instead, a selector that picks one pod of
@@ -583,7 +610,9 @@ class Informer:
         self.path = path + ("?" + "&".join(query) if query else "")
         self.name = name
         self.items = {}
+        self.deleted = {}  # name -> its last state, for objects deleted since they were seen
         self.synced = threading.Event()
+        self.synced_at = None  # monotonic time of the first LIST
         self.changed = threading.Condition()
         self.error = None
         self.forbidden = None
@@ -620,17 +649,29 @@ class Informer:
         with self.changed:
             self.changed.wait(timeout)
 
+    def gone(self):
+        """The objects deleted since they were seen, each as it was last seen."""
+        with self.changed:
+            return dict(self.deleted)
+
     def _replace(self, items):
         with self.changed:
+            if self.remember_deleted:
+                for key in set(self.items) - set(items):  # deleted while no watch was open
+                    self.deleted[key] = self.items[key]
             self.items = items
+            if self.synced_at is None:
+                self.synced_at = time.monotonic()
             self.synced.set()
             self.changed.notify_all()
 
     def _apply(self, kind, obj):
         key = obj.get("metadata", {}).get("name")
         with self.changed:
-            if kind == "DELETED":
+            if kind == "DELETED":  # its last state: a finished Job deleted at once still says how it ended
                 self.items.pop(key, None)
+                if self.remember_deleted:
+                    self.deleted[key] = obj
             else:
                 self.items[key] = obj
             self.changed.notify_all()
@@ -790,6 +831,26 @@ def leader_name():
     return "Job %s" % (env("TF_CLUSTER_LEADER_JOB") or "leader")
 
 
+def say_unwatchable(what, reason):
+    log("cannot read %s (%s): this task could never stop with it. The launcher's Role must allow get, "
+        "list and watch on it to this pod's ServiceAccount: keep the chart's rbac.create=true, or grant "
+        "them yourself" % (what, reason))
+
+
+def leader_condition_at_start():
+    """leader_condition() as a task starts: UNWATCHABLE (said) when the API refuses this token,
+    "" when it cannot be read now (the watch retries)."""
+    try:
+        return leader_condition()
+    except urllib.error.HTTPError as e:
+        if e.code in (401, 403):
+            say_unwatchable(leader_name(), "%s %s" % (e.code, e.reason))
+            return UNWATCHABLE
+        return ""
+    except (ConfigError, urllib.error.URLError, OSError, ValueError):
+        return ""
+
+
 def leader_condition_or_empty():
     """leader_condition(), with "" when the API cannot be read (the caller moves on)."""
     try:
@@ -817,6 +878,15 @@ def watch_leader(poll, on_finished, stop_event):
         try:
             cond = leader_condition()
             errors = 0
+        except urllib.error.HTTPError as e:
+            if e.code in (401, 403):
+                say_unwatchable(job, "%s %s" % (e.code, e.reason))
+                on_finished(UNWATCHABLE)
+                return
+            errors += 1
+            if errors == 1 or errors % 12 == 0:
+                log("cannot read %s yet (%s); retrying" % (job, e))
+            continue
         except (urllib.error.URLError, OSError, ValueError) as e:
             errors += 1
             if errors == 1 or errors % 12 == 0:
@@ -828,19 +898,47 @@ def watch_leader(poll, on_finished, stop_event):
             return
 
 
+def leader_outcome(current, deleted, absent_for):
+    """What a follower makes of its leading Job as its watch keeps it: "Complete" or "Failed" once
+    it finished (read from its last state too when it was deleted: a Job removed right after it
+    finished still says how it ended), GONE once no Job of that name has existed for
+    LEADER_MISSING_SECONDS (`absent_for`, None while one does: deleted before it finished, or never
+    created, so this run cannot end), else "" (running)."""
+    for job in current or list(deleted.values()):
+        cond = condition_of(job.get("status") or {})
+        if cond:
+            return cond
+    if not current and absent_for is not None and absent_for >= LEADER_MISSING_SECONDS:
+        return GONE
+    return ""
+
+
 def watch_leader_job(on_finished, stop_event):
     name = env("TF_CLUSTER_LEADER_JOB")
     jobs = Informer("/apis/batch/v1/namespaces/%s/jobs" % env("TF_CLUSTER_NAMESPACE", "default"),
-                    field_selector="metadata.name=%s" % name, name="Job %s" % name).start()
+                    field_selector="metadata.name=%s" % name, name="Job %s" % name,
+                    remember_deleted=True).start()
     log("will stop when Job %s finishes (watched)" % name)
+    absent_since = None
     try:
         while not stop_event.is_set():
             if jobs.forbidden:
-                log("cannot watch Job %s (%s): the launcher's Role must allow get, list and watch on it; "
-                    "this task will not stop with it" % (name, jobs.forbidden))
+                say_unwatchable("Job %s" % name, jobs.forbidden)
+                on_finished(UNWATCHABLE)
                 return
-            conds = [condition_of(j.get("status") or {}) for j in jobs.snapshot()]
-            cond = next((c for c in conds if c), "")
+            current = jobs.snapshot()
+            if current or not jobs.synced.is_set():
+                absent_since = None
+            elif absent_since is None:
+                absent_since = time.monotonic()
+            cond = leader_outcome(current, jobs.gone(),
+                                  None if absent_since is None else time.monotonic() - absent_since)
+            if cond == GONE:
+                log("Job %s %s (no Job of that name for %ds)" % (
+                    name, "was deleted before it finished" if jobs.gone() else "does not exist",
+                    LEADER_MISSING_SECONDS))
+                on_finished(cond)
+                return
             if cond:
                 log("Job %s is %s" % (name, cond))
                 on_finished(cond)
@@ -896,6 +994,16 @@ def fences(tf_config, role, index):
     return index == 0
 
 
+def lost_peers(pods, fenced, hosts):
+    """The names of `pods` lost with their node (fenced before, reason NodeLost, or just now: in
+    `fenced`) that back one of `hosts`, the coordinator's TF_CONFIG: the evaluator, TensorBoard and
+    the notebook are not its peers, and their loss is no reason to restart it."""
+    keys = {host_key(h) for h in hosts}
+    return {p["metadata"]["name"] for p in pods
+            if (p.get("status", {}).get("reason") == "NodeLost" or p["metadata"]["name"] in fenced)
+            and pod_host(p) in keys}
+
+
 def fence_loop(stop_event, on_peer_lost=None):
     """Fence stranded pods, checked every TF_CLUSTER_FENCE_SECONDS against the release's pods as a
     watch keeps them (no request per check). With `on_peer_lost` (the ParameterServer
@@ -908,6 +1016,7 @@ def fence_loop(stop_event, on_peer_lost=None):
     pods = Informer("/api/v1/namespaces/%s/pods" % namespace, label_selector=selector,
                     name="the release's pods", keep=slim_pod, page=250).start()
     warned, known = False, None
+    hosts = peer_hosts(env("TF_CONFIG")) if on_peer_lost is not None else []
     while not stop_event.wait(every):
         if pods.forbidden:
             log("cannot watch the release's pods to fence a lost node's (%s): the launcher's Role "
@@ -925,9 +1034,7 @@ def fence_loop(stop_event, on_peer_lost=None):
                 warned = True
             continue
         if on_peer_lost is not None:
-            # lost with their node: fenced before (reason NodeLost) or just now
-            lost = {p["metadata"]["name"] for p in current if p.get("status", {}).get("reason") == "NodeLost"}
-            lost |= set(fenced)
+            lost = lost_peers(current, set(fenced), hosts)
             if known is not None and lost - known:
                 pods.stop()
                 on_peer_lost(sorted(lost - known))
@@ -1361,6 +1468,81 @@ def run(argv):
     if not argv:
         log("no command given: usage: launcher.py -- <command> [args...]")
         return EXIT_CONFIG
+    outcome = {}  # "signal": the first one received; "leader": how the leading Job ended; "killed"
+    task = {"proc": None, "starting": False}
+    grace = float(env("TF_CLUSTER_STOP_GRACE", "20"))
+
+    def kill_if_running(signum):
+        proc = task["proc"]
+        if proc.poll() is None:
+            log("child still running %ss after signal %d (TensorFlow catches SIGTERM in multi-worker "
+                "runs); killing it" % (grace, signum))
+            outcome["killed"] = True
+            proc.kill()
+
+    def forward(signum):
+        proc = task["proc"]
+        log("got signal %d; forwarding to the child (it has %ss to exit)" % (signum, grace))
+        if proc.poll() is None:
+            proc.send_signal(signum)
+            if "timer" not in outcome:  # TF's coordination service catches SIGTERM and trains on: bound it
+                outcome["timer"] = threading.Timer(grace, kill_if_running, args=(signum,))
+                outcome["timer"].daemon = True
+                outcome["timer"].start()
+
+    def on_signal(signum, _frame):
+        """Installed first: the launcher is the container's PID 1, and the kernel ignores a signal
+        PID 1 left at its default action, so without this a pod deleted while it waits for its peers
+        would wait for the kubelet's SIGKILL."""
+        outcome.setdefault("signal", signum)
+        if task["proc"] is not None:
+            forward(signum)
+        elif not task["starting"]:
+            raise Stopped(signum)
+        # else: the child is being started; run_task forwards the signal once it exists
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    metrics = None
+    try:
+        metrics = Metrics.from_env()  # None: metrics.enabled=false, the child writes to our stdout itself
+        return run_task(argv, outcome, task, grace, forward, metrics)
+    except Stopped as e:
+        log("got signal %d before the command started; exiting %d without starting it" % (e.signum, 128 + e.signum))
+        if metrics is not None:
+            metrics.set_state("exited")
+        return 128 + e.signum
+
+
+def leader_exit(cond, already):
+    """The exit code and log line of a task whose leading Job ended as `cond` (the watch's word), the
+    child stopped (or, `already`, never started)."""
+    what = leader_name()
+    if cond == UNWATCHABLE:
+        log("task stopped (exit %d): a task that cannot watch %s would never end" % (EXIT_CONFIG, what))
+        return EXIT_CONFIG
+    if cond == GONE:
+        log("%s no longer exists; task stopped (exit %d: this run cannot complete; install or upgrade the "
+            "release for a new one)" % (what, EXIT_LEADER_FAILED))
+        return EXIT_LEADER_FAILED
+    if already:
+        log("%s is already %s; nothing to do" % (what, cond))
+        return EXIT_LEADER_FAILED if cond == "Failed" else 0
+    if cond == "Complete":
+        if env("TF_CLUSTER_HEARTBEAT"):
+            log("%s is done; task stopped (exit 0)" % what)
+        else:
+            log("leading Job completed; task stopped (exit 0)")
+        return 0
+    if cond == ABANDONED:
+        log("%s is gone; task stopped (exit 0): reinstall or upgrade the release (a new run) to serve "
+            "a new session" % what)
+        return 0
+    log("leading Job failed; task stopped (exit %d)" % EXIT_LEADER_FAILED)
+    return EXIT_LEADER_FAILED
+
+
+def run_task(argv, outcome, task, grace, forward, metrics):
     role, index = env("TF_CLUSTER_ROLE", "task"), int(env("TF_TASK_INDEX", "0") or 0)
     try:
         hosts = peers_needed(env("TF_CONFIG"), env("TF_CLUSTER_STRATEGY"), role)
@@ -1369,43 +1551,52 @@ def run(argv):
         log(str(e))
         return EXIT_CONFIG
     stops_with_leader = env("TF_CLUSTER_STOP_WITH_LEADER") == "true"
-    finished = {}
     fencing = threading.Event()  # never set: the fence runs as long as the task
     coordinator = env("TF_CLUSTER_STRATEGY") == "parameterServer" and role == "chief"
     peer_lost = {}
     fencer = fencer and float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0
     if fencer and not coordinator:
         threading.Thread(target=fence_loop, daemon=True, args=(fencing,)).start()
-    metrics = Metrics.from_env()  # None: metrics.enabled=false, the child writes to our stdout itself
     if metrics is not None:
         metrics.serve()
-
-    def leader_finished():
-        """A task (re)started after the leading Job ended has nothing to serve: say so, exit."""
-        if stops_with_leader and not finished:
-            cond = leader_condition_or_empty()
-            if cond:
-                finished["leader"] = cond
-        return bool(finished)
+    stop_event = threading.Event()  # the child has exited: the helper threads end
 
     def finished_exit():
-        log("%s is already %s; nothing to do" % (leader_name(), finished["leader"]))
         if metrics is not None:
             metrics.set_state("exited")
-        return EXIT_LEADER_FAILED if finished["leader"] == "Failed" else 0
+        stop_event.set()
+        return leader_exit(outcome["leader"], already=True)
 
-    if leader_finished():
-        return finished_exit()
+    if stops_with_leader:
+        cond = leader_condition_at_start()  # a replacement started after the run ended exits at once
+        if cond:
+            outcome["leader"] = cond
+            return finished_exit()
+
+        def on_finished(cond):
+            outcome["leader"] = cond
+            if metrics is not None:
+                metrics.set_state("stopped_by_leader")
+            if task["proc"] is not None:
+                stop_child(task["proc"], grace)
+        # watched from the start: the leader may end (or be deleted) while this task waits for peers
+        threading.Thread(target=watch_leader, daemon=True,
+                         args=(float(env("TF_CLUSTER_POLL_SECONDS", "5")), on_finished,
+                               stop_event)).start()
+
     if hosts and env("TF_CLUSTER_WAIT_FOR_PEERS", "true") == "true":
         timeout = float(env("TF_CLUSTER_PEER_TIMEOUT", "600"))
         if metrics is not None:
             metrics.waiting(time.monotonic())
-        missing = wait_for_peer_pods(hosts, timeout, give_up=leader_finished)
+
+        def give_up():
+            return "leader" in outcome
+        missing = wait_for_peer_pods(hosts, timeout, give_up=give_up)
         if missing is None:
-            missing = wait_for_peers(hosts, timeout, give_up=leader_finished)
+            missing = wait_for_peers(hosts, timeout, give_up=give_up)
         if metrics is not None:
             metrics.waited_until(time.monotonic())
-        if finished:
+        if "leader" in outcome:
             return finished_exit()
         if missing:
             log("gave up after %ds: %d peer(s) never resolved: %s. Check that their pods "
@@ -1413,7 +1604,10 @@ def run(argv):
                 "addresses." % (timeout, len(missing), ", ".join(missing)))
             if metrics is not None:
                 metrics.set_state("exited")
+            stop_event.set()
             return EXIT_PEERS_TIMEOUT
+    if "leader" in outcome:
+        return finished_exit()
 
     if not env("TF_CONFIG"):
         log("TF_CONFIG is not set: this release has one training task, which trains without a "
@@ -1424,37 +1618,21 @@ def run(argv):
         # One inter-op thread deadlocks ParameterServerStrategy's fit (measured, TF 2.21).
         os.environ["TF_NUM_INTEROP_THREADS"] = str(max(2, int(intra)))
     log("starting: %s" % " ".join(argv))
+    task["starting"] = True  # a signal from here on waits for the child, then is forwarded to it
     try:
         proc, pumps = start_child(argv, metrics)
     except OSError as e:
         log("cannot start %s: %s" % (argv[0], e))
         if metrics is not None:
             metrics.set_state("exited")
+        stop_event.set()
         return 127
-    outcome = {}
-    grace = float(env("TF_CLUSTER_STOP_GRACE", "20"))
+    task["proc"] = proc
+    if "signal" in outcome:  # arrived while the child was being started
+        forward(outcome["signal"])
+    if "leader" in outcome:  # the leader ended while the child was being started
+        stop_child(proc, grace)
 
-    def forward(signum, _frame):
-        log("got signal %d; forwarding to the child (it has %ss to exit)" % (signum, grace))
-        outcome.setdefault("signal", signum)
-        if proc.poll() is None:
-            proc.send_signal(signum)
-            if "timer" not in outcome:  # TF's coordination service catches SIGTERM and trains on: bound it
-                outcome["timer"] = threading.Timer(grace, kill_if_running, args=(signum,))
-                outcome["timer"].daemon = True
-                outcome["timer"].start()
-
-    def kill_if_running(signum):
-        if proc.poll() is None:
-            log("child still running %ss after signal %d (TensorFlow catches SIGTERM in multi-worker "
-                "runs); killing it" % (grace, signum))
-            outcome["killed"] = True
-            proc.kill()
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-
-    stop_event = threading.Event()
     echo = threading.Thread(target=echo_metrics, daemon=True, args=(stop_event,),
                             kwargs={"on_line": metrics.read_line if metrics is not None else None})
     echo.start()
@@ -1466,15 +1644,6 @@ def run(argv):
             peer_lost["names"] = names
             stop_child(proc, grace)
         threading.Thread(target=fence_loop, daemon=True, args=(fencing, on_peer_lost)).start()
-    if stops_with_leader:
-        def on_finished(cond):
-            outcome["leader"] = cond
-            if metrics is not None:
-                metrics.set_state("stopped_by_leader")
-            stop_child(proc, grace)
-        threading.Thread(target=watch_leader, daemon=True,
-                         args=(float(env("TF_CLUSTER_POLL_SECONDS", "5")), on_finished,
-                               stop_event)).start()
 
     rc = proc.wait()
     stop_event.set()
@@ -1484,33 +1653,25 @@ def run(argv):
         t.join(max(0.0, deadline - time.monotonic()))
     if metrics is not None:
         metrics.set_state("exited", unless=("stopped_by_leader",))
-    if outcome.get("leader") == "Complete":
-        if env("TF_CLUSTER_HEARTBEAT"):
-            log("%s is done; task stopped (exit 0)" % leader_name())
-        else:
-            log("leading Job completed; task stopped (exit 0)")
-        return 0
-    if outcome.get("leader") == ABANDONED:
-        log("%s is gone; task stopped (exit 0): reinstall or upgrade the release (a new run) to serve "
-            "a new session" % leader_name())
-        return 0
-    if outcome.get("leader") == "Failed":
-        log("leading Job failed; task stopped (exit %d)" % EXIT_LEADER_FAILED)
-        return EXIT_LEADER_FAILED
-    if stops_with_leader and "signal" in outcome and not outcome.get("leader"):
-        # Stopped by the pod's termination: when the leading Job has just completed, that is the
-        # Job controller ending this (finished) Job's other tasks, not a failure.
-        cond = leader_condition_or_empty()
+    if outcome.get("leader"):
+        return leader_exit(outcome["leader"], already=False)
+    if "signal" in outcome:
+        # Stopped by the pod's termination. When the leading Job has just completed, that is the
+        # Job controller ending this (finished) Job's other tasks: not a failure.
+        cond = leader_condition_or_empty() if (stops_with_leader or env("TF_CLUSTER_LEADER_JOB")) else ""
         if cond in SUCCESS:
             log("%s is %s; task stopped (exit 0)" % (leader_name(), cond))
             return 0
     if peer_lost:
         log("coordinator stopped after a lost peer (exit %d): its Job starts it again" % EXIT_PEER_LOST)
         return EXIT_PEER_LOST
-    if outcome.get("killed"):
-        rc = 128 + outcome["signal"]  # stopped by the pod's termination, not finished: retry it
-        log("task stopped by signal %d before it finished (exit %d)" % (outcome["signal"], rc))
-        return rc
+    if "signal" in outcome and (outcome.get("killed") or rc == 0):
+        # killed after the grace, or it saved and exited 0 (as TensorFlow's preemption handling and
+        # many programs do): it did not finish, and its Job must run it again, not count it done
+        signum = outcome["signal"]
+        log("task stopped by signal %d before the run was over (the command %s; exit %d, so that its Job "
+            "runs it again)" % (signum, "was killed" if outcome.get("killed") else "exited 0", 128 + signum))
+        return 128 + signum
     if rc < 0:
         rc = 128 - rc
     log("command exited with %d" % rc)

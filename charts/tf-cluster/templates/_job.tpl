@@ -69,6 +69,15 @@ podFailurePolicy:
       onPodConditions:
         - type: DisruptionTarget
           status: "True"
+    {{- if and (eq .context.Values.strategy "parameterServer") (eq .role "chief") (include "tf-cluster.fences" .context) }}
+    # The coordinator restarts itself (launcher exit 6) to reconnect to a worker or ps replaced after
+    # its node was lost: retried without counting, as an eviction (it is not the coordinator's failure).
+    - action: Ignore
+      onExitCodes:
+        containerName: tensorflow
+        operator: In
+        values: [6]
+    {{- end }}
     {{- with $policy.nonRetryableExitCodes }}
     # Exit codes that mean "retrying will not help" fail the whole Job at once.
     - action: FailJob
