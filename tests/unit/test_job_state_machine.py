@@ -66,6 +66,7 @@ def job_doc(
     max_failed_indexes: int | None = None,
     active_deadline_seconds: int | None = None,
     success_count: int | None = None,
+    coordinator: bool = False,
 ) -> dict[str, Any]:
     """A Job as the chart renders it (templates/_job.tpl), named after its role; the chart's `job`
     defaults unless given."""
@@ -74,6 +75,10 @@ def job_doc(
     rules: list[dict[str, Any]] = [
         {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
     ]
+    if coordinator:  # the ParameterServer chief's restart for a lost peer (launcher exit 6)
+        rules.append(
+            {"action": "Ignore", "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [6]}}
+        )
     if codes:
         rules.append(
             {"action": "FailJob", "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": codes}}
@@ -113,7 +118,14 @@ def release_docs(strategy: str, replicas: dict[str, int], **kw: Any) -> list[dic
     """The release's Jobs, leader and stopping roles from the chart's role table (files/roles.yaml)."""
     leader = next(r for r in roles.LEADERS if replicas.get(r))
     return [
-        job_doc(r, n, leader=leader, stops=r != leader and strategy in roles.BY_NAME[r].stops_with_leader, **kw)
+        job_doc(
+            r,
+            n,
+            leader=leader,
+            stops=r != leader and strategy in roles.BY_NAME[r].stops_with_leader,
+            coordinator=strategy == "parameterServer" and r == "chief",
+            **kw,
+        )
         for r, n in replicas.items()
     ]
 
@@ -269,17 +281,17 @@ def test_launcher_stop_the_servers_exit_3_when_the_leading_job_failed():
         assert sim.release.jobs[job].indexes[0].exit_codes == [3]
 
 
-def test_launcher_lost_nodes_a_fenced_pod_is_replaced_and_the_coordinator_exit_6_is_retried():
+def test_launcher_lost_nodes_a_fenced_pod_is_replaced_and_the_coordinator_exit_6_is_retried_uncounted():
     sim = parameter_server()
     # the worker's node is lost: evicted by the taint manager (DisruptionTarget), then fenced
     # (marked Failed, reason NodeLost): no container exit code reached the API
     sim.evict("worker", 1, code=None)
     assert sim.of(PodFailure, "worker")[-1].action == IGNORE
     sim.exit("chief", 0, 6)  # the coordinator restarts to reconnect to the replacement
-    assert sim.of(PodFailure, "chief")[-1].action == COUNT
+    assert sim.of(PodFailure, "chief")[-1].action == IGNORE  # the chief Job's rule for exit 6 (issue 43)
     assert sim.wait(10) == [CreatePod("chief", 0, 1), CreatePod("worker", 1, 1)]
     assert (sim.index("worker", 1).failures, sim.index("worker", 1).ignored) == (0, 1)
-    assert sim.index("chief").failures == 1
+    assert (sim.index("chief").failures, sim.index("chief").ignored) == (0, 1)
     finish_ps_run(sim)
 
 
@@ -521,9 +533,10 @@ def test_lost_node_drained_its_task_moves_without_counting_failures():
 def test_lost_node_a_parameter_server_worker_is_fenced_and_the_coordinator_reconnects():
     sim = parameter_server()
     sim.evict("worker", 1, code=None)  # fenced
-    sim.exit("chief", 0, 6)  # restarts when a peer is fenced
+    sim.exit("chief", 0, 6)  # restarts when a peer is fenced: ignored, no retry spent (issue 43)
     sim.wait(10)
-    assert (sim.index("chief").failures, sim.index("worker", 1).failures, sim.index("worker", 1).ignored) == (1, 0, 1)
+    assert (sim.index("chief").failures, sim.index("chief").ignored) == (0, 1)
+    assert (sim.index("worker", 1).failures, sim.index("worker", 1).ignored) == (0, 1)
     finish_ps_run(sim)
 
 
@@ -536,9 +549,10 @@ def test_the_specs_are_read_from_the_charts_render():
     specs = {s.name.split("-")[-2]: s for s in map(JobSpec.from_manifest, docs)}
     chief = specs["chief"]
     assert (chief.completions, chief.backoff_limit_per_index, chief.max_failed_indexes) == (1, 2, 1)
-    assert [r.action for r in chief.pod_failure_policy] == [IGNORE, FAIL_JOB]
+    assert [r.action for r in chief.pod_failure_policy] == [IGNORE, IGNORE, FAIL_JOB]
     assert chief.pod_failure_policy[0].pod_conditions == {DISRUPTION_TARGET}
-    assert chief.failure_action(42, frozenset()) == (FAIL_JOB, 1)
+    assert chief.failure_action(6, frozenset()) == (IGNORE, 1)  # the coordinator's restart for a lost peer
+    assert chief.failure_action(42, frozenset()) == (FAIL_JOB, 2)
     assert chief.container == "tensorflow" and chief.effective_backoff_limit == 2**31 - 1
     assert {n for n, s in specs.items() if s.stops_with_leader} == {"worker", "ps", "evaluator"}  # parameterServer
     assert {s.leader for s in specs.values()} == {chief.name}

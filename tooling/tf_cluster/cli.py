@@ -1,6 +1,7 @@
 """`tf-cluster` command line. Exit codes: 0 ok, 1 the cluster refused or failed a request, 2 usage
-(also a version-policy or packaging refusal, or no such release), 3 tool missing, 4 render refused,
-5 invalid manifests, 6 build failed, 7 run failed (run-local or smoke)."""
+(a missing or unreadable file, bad YAML, a bad kubeconfig, a version-policy or packaging refusal, no
+such release), 3 tool or extra missing, 4 render refused, 5 invalid manifests, 6 build failed, 7 run
+failed (run-local or smoke). The table: docs/reference/exit-codes.md."""
 
 from __future__ import annotations
 
@@ -11,11 +12,21 @@ from . import version
 from .commands import build, from_tfjob, logs, package, render, run_local, smoke, status, tune, validate
 from .errors import TfClusterError
 
+#: the chart's maintainers' verbs: left out of the user's listing (`tf-cluster package --help` works)
+MAINTAINER = ("package", "publish", "release")
+
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="tf-cluster", description=__doc__)
+    p = argparse.ArgumentParser(
+        prog="tf-cluster",
+        description="Run distributed TensorFlow on Kubernetes with the tf-cluster chart: render and validate it, "
+        "build its images, run it on this machine or a cluster, and watch it.",
+        epilog=f"Maintainers of the chart: {', '.join(MAINTAINER)} (each with --help). Exit codes: 0 ok, 1 the "
+        "cluster refused, 2 usage, 3 a tool or extra missing, 4 values refused, 5 invalid manifests, 6 build "
+        "failed, 7 run failed (the table: the docs' Reference > Exit codes).",
+    )
     p.add_argument("--version", action="version", version=f"tf-cluster {version()}")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
     for module in (render, validate, build, run_local, smoke, status, logs, package, tune, from_tfjob):
         module.add_parser(sub)
     return p

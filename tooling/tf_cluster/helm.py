@@ -245,6 +245,10 @@ def clean_helm_error(stderr: str) -> str:
         text = text[len("Error: ") :]
     if text.startswith("execution error at ("):
         text = text.split("): ", 1)[-1]
+    if text.startswith("values don't meet the specifications of the schema"):  # one line, each problem
+        problems = [ln.strip()[2:] for ln in text.splitlines()[1:] if ln.strip().startswith("- ")]
+        if problems:
+            text = "values refused by the chart's schema (values.schema.json): " + "; ".join(problems)
     return text
 
 

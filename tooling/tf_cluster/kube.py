@@ -48,19 +48,26 @@ def client_for(kubeconfig: str | None):
 def connect(kubeconfig: str | None, namespace: str | None) -> tuple[object, str]:
     """A client for `kubeconfig` (else $KUBECONFIG or ~/.kube/config, else in-cluster) and the
     namespace to use: `namespace`, else the current context's, else `default` (as kubectl and Helm)."""
+    import yaml
     from kubernetes import config
 
     try:
         api = client_for(kubeconfig)
-    except (config.ConfigException, OSError) as e:
+    except (config.ConfigException, OSError, yaml.YAMLError) as e:
         where = kubeconfig or "$KUBECONFIG, ~/.kube/config or the pod's service account"
-        raise UsageError(f"no cluster to talk to: {where}: {e} (--kubeconfig K)") from e
+        if isinstance(e, yaml.YAMLError):
+            mark = getattr(e, "problem_mark", None)
+            at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+            why = f"not valid YAML{at}: {getattr(e, 'problem', None) or e}"
+        else:
+            why = " ".join(str(e).split())
+        raise UsageError(f"no cluster to talk to: {where}: {why} (--kubeconfig K)") from e
     if namespace:
         return api, namespace
     try:
         _, current = config.list_kube_config_contexts(config_file=kubeconfig)
         return api, (current or {}).get("context", {}).get("namespace") or "default"
-    except (config.ConfigException, OSError):
+    except (config.ConfigException, OSError, yaml.YAMLError):
         return api, "default"
 
 

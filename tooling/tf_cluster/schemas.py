@@ -25,6 +25,7 @@ import kubernetes_validate
 import yaml
 
 from . import TOOLS_BIN
+from .errors import UsageError
 
 DEFAULT_VERSIONS = ("1.29", "1.35")
 
@@ -90,7 +91,21 @@ def validate_custom(doc: dict) -> list[Problem] | None:
     return [Problem("CRD", resource_name(doc), ".".join(str(p) for p in e.path), e.message) for e in errors]
 
 
+def supported_versions() -> list[str]:
+    """The Kubernetes minors there are schemas for (kubernetes-validate's), oldest first."""
+    from kubernetes_validate import utils
+
+    found = {".".join(v.split(".")[:2]) for v in utils.all_versions()}
+    return sorted(found, key=lambda v: tuple(int(x) for x in v.split(".")))
+
+
 def validate_docs(docs: list[dict], versions=DEFAULT_VERSIONS) -> list[Problem]:
+    known = supported_versions()
+    unknown = [v for v in versions if ".".join(str(v).split(".")[:2]) not in known]
+    if unknown:
+        raise UsageError(
+            f"--kube-version {', '.join(unknown)}: no schemas for it; give one of {known[0]} to {known[-1]}"
+        )
     problems, builtin = [], []
     for doc in docs:
         custom = validate_custom(doc)

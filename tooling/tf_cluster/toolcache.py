@@ -87,6 +87,11 @@ def helm_path(major: str = "4", say: Callable[[str], None] | None = None) -> str
         raise ToolMissing(f"unknown Helm major version {major!r}: use 3 or 4")
     override = os.environ.get(f"TF_CLUSTER_HELM{major}")
     if override:
+        if not (os.path.isfile(override) and os.access(override, os.X_OK)):
+            raise ToolMissing(
+                f"TF_CLUSTER_HELM{major}={override}: no executable there; point it at a Helm {major} binary, "
+                "or unset it to use the one on PATH"
+            )
         return override
     local = TOOLS_BIN / NAMES[major]
     if local.exists():

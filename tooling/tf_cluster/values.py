@@ -53,8 +53,30 @@ def values_from(args: argparse.Namespace) -> helm.Values:
         raise UsageError(f"arguments {' '.join(script_args)!r} given without --script FILE")
     if getattr(args, "values_required", False) and not (args.values or script):
         raise UsageError("give a values file (-f FILE) or a program (--script FILE)")
+    for f in args.values:
+        check_values_file(f)
     values = helm.Values.of(args.values, args.set, args.set_string, args.set_file, args.set_json)
     return values.plus(script_values(script, script_args)) if script else values
+
+
+def check_values_file(path: Path) -> None:
+    """A values file that is there and is a YAML mapping (or empty), else a UsageError naming it."""
+    import yaml
+
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise UsageError(f"values file {path}: no such file") from None
+    except OSError as e:
+        raise UsageError(f"values file {path}: cannot read it ({e.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        where = getattr(e, "problem_mark", None)
+        at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
+        raise UsageError(f"values file {path} is not valid YAML{at}: {getattr(e, 'problem', None) or e}") from None
+    if data is not None and not isinstance(data, dict):
+        raise UsageError(f"values file {path}: expected a mapping of values (key: value), got a {type(data).__name__}")
 
 
 def script_values(script: Path, script_args: list[str]) -> helm.Values:

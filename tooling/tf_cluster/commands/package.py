@@ -16,8 +16,7 @@ from . import Subparsers
 
 def add_parser(sub: Subparsers) -> None:
     p = sub.add_parser(
-        "package",
-        help="the chart as a reproducible .tgz (optionally signed); checks the version policy first",
+        "package",  # a maintainer's verb: no `help`, so the user's listing leaves it out (cli.MAINTAINER)
         description=__doc__,
     )
     p.add_argument("-d", "--destination", type=Path, default=ROOT / "build" / "package", help="output folder")
@@ -27,7 +26,7 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--helm", choices=helm.MAJORS, default="4", help="Helm major version (default 4)")
     p.set_defaults(func=run_package)
 
-    p = sub.add_parser("publish", help="push the packaged chart (and its .prov) to an OCI registry")
+    p = sub.add_parser("publish", description="Push the packaged chart (and its .prov) to an OCI registry.")
     p.add_argument("remote", help="oci://<registry>/<path>, e.g. oci://ghcr.io/acme/charts")
     p.add_argument("--package", type=Path, help="the .tgz (default: the one `tf-cluster package` made)")
     p.add_argument("--plain-http", action="store_true", help="the registry speaks HTTP (a local test registry)")
@@ -36,7 +35,6 @@ def add_parser(sub: Subparsers) -> None:
 
     p = sub.add_parser(
         "release",
-        help="record the committed chart version as released (charts/releases.yaml) and tag it",
         description="Checks the version policy and the CHANGELOG date, appends the version, its chart "
         "tree and package time to charts/releases.yaml and tags HEAD tf-cluster-<version>.",
     )

@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 from .. import manifests, podlogs, requirements, roles, work_dir
-from ..errors import RunError
+from ..errors import RunError, require_extra
 from ..localrun.local_cluster import LocalCluster
 from ..localrun.local_runner import LocalRunner
 from ..localrun.processes import Task, clean_workdir
@@ -64,6 +64,8 @@ def add_parser(sub: Subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.requirements:  # the tasks run under this Python: without TensorFlow each would die and be retried
+        require_extra("local", "tensorflow", feature="tf-cluster run-local (real TensorFlow on this machine)")
     if args.no_retry:  # per role, so it wins over any jobPolicies.<role>.backoffLimitPerIndex
         args.set = [*args.set, *(f"jobPolicies.{r}.backoffLimitPerIndex=0" for r in roles.NAMES)]
     _, docs = render_docs(args)

@@ -41,7 +41,7 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument("--no-isolation", action="store_true", help="local trials as plain processes")
     p.set_defaults(func=run)
 
-    show = sub.add_parser("tune-show", help=argparse.SUPPRESS)
+    show = sub.add_parser("tune-show")  # `tune show STUDY` (cli.main rewrites it); not listed: no help
     show.add_argument("study")
     show.add_argument("--out", type=Path)
     show.add_argument("--storage", metavar="URL")
