@@ -120,8 +120,9 @@ render: setup  ## print every pod's TF_CONFIG for EXAMPLE
 tiers: setup  ## regenerate docs/test-tiers.md: which tests .ci/run runs and which only make check-all (from pytest's collection)
 	$(PY) tests/tiers.py
 
-docs: setup  ## regenerate charts/tf-cluster/README.md from the values' `# --` comments
+docs: setup  ## regenerate charts/tf-cluster/README.md and values.schema.json's descriptions from the values' `# --` comments
 	$(TOOLS)/helm-docs --chart-search-root charts --template-files README.md.gotmpl
+	$(PY) hack/schema_docs.py
 
 site:  ## build the docs site (MkDocs Material, strict: a broken link or anchor fails) into site/
 	python3 tests/docs_site.py
