@@ -148,7 +148,18 @@ def test_help_lists_the_users_verbs_and_names_the_maintainers_apart():
     r = tf_cluster("--help")
     assert r.returncode == 0
     listed = re.findall(r"^    (\S+)", r.stdout.split("commands:")[1].split("Maintainers")[0], re.M)
-    assert listed == ["render", "validate", "build", "run-local", "smoke", "status", "logs", "tune", "from-tfjob"]
+    assert listed == [
+        "render",
+        "validate",
+        "build",
+        "run-local",
+        "smoke",
+        "status",
+        "logs",
+        "tune",
+        "from-tfjob",
+        "completion",
+    ]
     assert "SUPPRESS" not in r.stdout and "{" not in r.stdout  # no argparse artefacts
     assert "Maintainers of the chart: package, publish, release" in " ".join(r.stdout.split())
     for verb in ("package", "publish", "release", "tune-show"):

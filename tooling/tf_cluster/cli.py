@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK  (argcomplete: this command completes itself; `tf-cluster completion bash`)
 """`tf-cluster` command line. Exit codes: 0 ok, 1 the cluster refused or failed a request, 2 usage
 (a missing or unreadable file, bad YAML, a bad kubeconfig, a version-policy or packaging refusal, no
 such release), 3 tool or extra missing, 4 render refused, 5 invalid manifests, 6 build failed, 7 run
@@ -6,10 +7,11 @@ failed (run-local or smoke). The table: docs/reference/exit-codes.md."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from . import version
-from .commands import build, from_tfjob, logs, package, render, run_local, smoke, status, tune, validate
+from .commands import build, completion, from_tfjob, logs, package, render, run_local, smoke, status, tune, validate
 from .errors import TfClusterError
 
 #: the chart's maintainers' verbs: left out of the user's listing (`tf-cluster package --help` works)
@@ -27,7 +29,7 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"tf-cluster {version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
-    for module in (render, validate, build, run_local, smoke, status, logs, package, tune, from_tfjob):
+    for module in (render, validate, build, run_local, smoke, status, logs, package, tune, from_tfjob, completion):
         module.add_parser(sub)
     return p
 
@@ -36,7 +38,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:2] == ["tune", "show"]:  # `tf-cluster tune show STUDY`
         argv = ["tune-show", *argv[2:]]
-    args = parser().parse_args(argv)
+    p = parser()
+    if "_ARGCOMPLETE" in os.environ:  # the shell asks for completions (argcomplete's protocol): answer, exit
+        import argcomplete
+
+        argcomplete.autocomplete(p)
+    args = p.parse_args(argv)
     try:
         return args.func(args)
     except TfClusterError as e:
