@@ -158,6 +158,7 @@ def test_help_lists_the_users_verbs_and_names_the_maintainers_apart():
         "logs",
         "tune",
         "from-tfjob",
+        "chart",
         "completion",
     ]
     assert "SUPPRESS" not in r.stdout and "{" not in r.stdout  # no argparse artefacts

@@ -11,7 +11,20 @@ import os
 import sys
 
 from . import version
-from .commands import build, completion, from_tfjob, logs, package, render, run_local, smoke, status, tune, validate
+from .commands import (
+    build,
+    chart,
+    completion,
+    from_tfjob,
+    logs,
+    package,
+    render,
+    run_local,
+    smoke,
+    status,
+    tune,
+    validate,
+)
 from .errors import TfClusterError
 
 #: the chart's maintainers' verbs: left out of the user's listing (`tf-cluster package --help` works)
@@ -29,7 +42,20 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="version", version=f"tf-cluster {version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
-    for module in (render, validate, build, run_local, smoke, status, logs, package, tune, from_tfjob, completion):
+    for module in (
+        render,
+        validate,
+        build,
+        run_local,
+        smoke,
+        status,
+        logs,
+        package,
+        tune,
+        from_tfjob,
+        chart,
+        completion,
+    ):
         module.add_parser(sub)
     return p
 

@@ -718,7 +718,7 @@ def training_tasks(counts: dict[str, int]) -> int:
 # ------------------------------------------------------------------ writing
 HEADER = """\
 # tf-cluster values converted from TFJob {ns}{name} by `tf-cluster from-tfjob`.
-# Install:  helm install {name} charts/tf-cluster -f THIS_FILE{ns_flag}
+# Install:  helm install {name} "$(tf-cluster chart path)" -f THIS_FILE{ns_flag}
 # What changed or has no equivalent was printed by the converter; each line is
 # repeated at the end of this file. docs/user-guide/from-tfjob.md has the whole table.
 """

@@ -710,7 +710,8 @@ def write_results(study, space: Space, base: helm.Values, out: Path, say: Say, m
     path = out / "best-values.yaml"
     header = (
         f"# Best trial {best.number} of study {space.study}: {space.metric} {best.value:g} ({space.goal})\n"
-        f"# Parameters: {fmt_params(best.params)}\n# Install: helm install NAME charts/tf-cluster -f {path.name}\n"
+        f"# Parameters: {fmt_params(best.params)}\n"
+        f'# Install: helm install NAME "$(tf-cluster chart path)" -f {path.name}\n'
     )
     path.write_text(header + yaml.dump(best_values(study, space, base, major), Dumper=BlockDumper, sort_keys=False))
     written.append(path)
