@@ -733,6 +733,8 @@ def test_the_launchers_informer_lists_once_follows_a_watch_and_stops_at_once(
     core.delete_namespaced_config_map("cm-1", namespace)
     assert within(2, lambda: names() == {"cm-0", "cm-2"}), names()
     assert informer.requests == 2, f"{informer.requests} requests: one LIST and one WATCH expected"
+    # the API server's clock, read from the watch's answer (the fence compares deadlines on it)
+    assert informer.clock_offset is not None and -2 < informer.clock_offset <= 0.5, informer.clock_offset
     t0 = time.monotonic()
     informer.stop()
     informer._thread.join(5)

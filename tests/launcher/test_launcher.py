@@ -483,3 +483,17 @@ def test_a_follower_reads_its_leaders_end_from_every_event_and_its_absence(curre
     left its followers waiting forever."""
     assert launcher.LEADER_MISSING_SECONDS == 60  # the default (no TF_CLUSTER_LEADER_MISSING_SECONDS here)
     assert launcher.leader_outcome(current, deleted, absent_for) == want
+
+
+def test_the_fence_reads_the_api_servers_clock_not_this_nodes():
+    """Issue 43: the fence compared this node's clock with the API server's deletion deadline: a
+    node 30 s ahead fenced a pod that was still within its grace on the server's clock."""
+    local = launcher.parse_time("2026-11-25T12:00:35Z")  # this node's clock: 30 s ahead of the server's
+    offset = launcher.server_offset("Wed, 25 Nov 2026 12:00:05 GMT", local)
+    assert offset == -30.0
+    assert launcher.server_offset(None, local) is None and launcher.server_offset("yesterday", local) is None
+    deleted = pod("r-worker-0", ip="10.0.0.5")
+    deleted["metadata"]["deletionTimestamp"] = "2026-11-25T12:00:00Z"
+    deleted["status"]["phase"] = "Running"
+    assert launcher.stranded(deleted, local, 10)  # on this node's clock: 35 s past the deadline
+    assert not launcher.stranded(deleted, local + offset, 10)  # on the server's: 5 s, within the margin

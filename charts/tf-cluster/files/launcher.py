@@ -617,6 +617,7 @@ class Informer:
         self.error = None
         self.forbidden = None
         self.requests = 0
+        self.clock_offset = None  # the API server's clock minus ours (server_offset), from its last answer
         self._stop = threading.Event()
         self._thread = None
         self._resp = None
@@ -638,6 +639,9 @@ class Informer:
 
     def _opened(self, resp):
         self._resp = resp
+        offset = server_offset(resp.headers.get("Date"), time.time())
+        if offset is not None:
+            self.clock_offset = offset
         if self._stop.is_set():
             self.stop()
 
@@ -952,6 +956,20 @@ def watch_leader_job(on_finished, stop_event):
 
 # ------------------------------------------------------------ fencing pods of a lost node
 
+def server_offset(date, local_now):
+    """The API server's clock minus this node's, from an answer's Date header (whole seconds:
+    the offset is rounded towards the server being behind, so that it never makes a pod look
+    stranded sooner), or None when there is none."""
+    if not date:
+        return None
+    from email.utils import parsedate_to_datetime
+    try:
+        server = parsedate_to_datetime(date).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return server - local_now  # the header is truncated to the second: the server's "now" is up to 1 s later
+
+
 def stranded(pod, now, after):
     """Is `pod` deleted but unfinished `after` seconds past its deletion deadline (no kubelet ended it)?"""
     deadline = parse_time(pod.get("metadata", {}).get("deletionTimestamp") or "")
@@ -1025,8 +1043,11 @@ def fence_loop(stop_event, on_peer_lost=None):
         if not pods.synced.is_set():
             continue
         current = pods.snapshot()
+        if pods.clock_offset is None:
+            continue  # no answer from the API server yet to read its clock from
         try:
-            fenced = fence_stranded(namespace, current, after)
+            # the deletion deadline is the API server's time: compared on its clock, not this node's
+            fenced = fence_stranded(namespace, current, after, now=time.time() + pods.clock_offset)
             warned = False
         except (ConfigError, urllib.error.URLError, OSError, ValueError, KeyError) as e:
             if not warned:  # an API outage: said once, retried quietly
