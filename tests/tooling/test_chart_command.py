@@ -29,14 +29,8 @@ def test_an_exported_chart_renders_as_the_bundled_one_and_leaves_out_what_helm_p
     assert not {"README.md.gotmpl", ".values-docs.json.gotmpl"} & names
     assert not any(n.startswith("tests/") for n in names)  # helm-unittest's suites
     assert any(n.startswith("templates/tests/") for n in names)  # the `helm test` Pod stays
-    example = ROOT / "values-examples" / "parameter-server.yaml"
-    want = subprocess.run(
-        [helm.helm_binary(), "template", "tf", CHART, "-f", example], capture_output=True, text=True, check=True
-    ).stdout
-    got = subprocess.run(
-        [helm.helm_binary(), "template", "tf", exported, "-f", example], capture_output=True, text=True, check=True
-    ).stdout
-    assert got == want
+    values = helm.Values.of([ROOT / "values-examples" / "parameter-server.yaml"])
+    assert helm.Helm().template("tf", values, chart=exported) == helm.Helm().template("tf", values, chart=CHART)
 
 
 def test_export_never_writes_over_a_directory_in_use(tmp_path):
