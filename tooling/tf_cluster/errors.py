@@ -49,6 +49,13 @@ class RunError(TfClusterError):
     exit_code = 7
 
 
+def yaml_problem(e: Exception) -> tuple[str, str]:
+    """Where a YAML parser's error is ("line 2, column 1", or "" when it does not say) and what it is."""
+    mark = getattr(e, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    return where, str(getattr(e, "problem", None) or e)
+
+
 def require_extra(extra: str, *modules: str, feature: str) -> None:
     """Stop with the install line when an optional feature's packages (the package extra
     `tf-cluster[<extra>]`) are missing, before anything is done."""

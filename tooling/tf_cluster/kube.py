@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import gang, progress, roles
-from .errors import RunError, UsageError
+from .errors import RunError, UsageError, yaml_problem
 
 INSTANCE = "app.kubernetes.io/instance"
 COMPONENT = "app.kubernetes.io/component"
@@ -56,9 +56,8 @@ def connect(kubeconfig: str | None, namespace: str | None) -> tuple[object, str]
     except (config.ConfigException, OSError, yaml.YAMLError) as e:
         where = kubeconfig or "$KUBECONFIG, ~/.kube/config or the pod's service account"
         if isinstance(e, yaml.YAMLError):
-            mark = getattr(e, "problem_mark", None)
-            at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-            why = f"not valid YAML{at}: {getattr(e, 'problem', None) or e}"
+            at, problem = yaml_problem(e)
+            why = f"not valid YAML{f' ({at})' if at else ''}: {problem}"
         else:
             why = " ".join(str(e).split())
         raise UsageError(f"no cluster to talk to: {where}: {why} (--kubeconfig K)") from e

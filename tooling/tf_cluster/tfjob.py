@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 from . import imageconfig, manifests, roles
-from .errors import TfClusterError
+from .errors import TfClusterError, yaml_problem
 
 #: TFJob replica type (the defaulting webhook camel-cases any spelling) -> chart role.
 ROLE_OF = {"chief": "chief", "master": "chief", "worker": "worker", "ps": "ps", "evaluator": "evaluator"}
@@ -97,9 +97,8 @@ def load(text: str, source: str = "<stdin>") -> list[dict]:
     try:
         docs = [d for d in yaml.safe_load_all(text) if d is not None]
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise ManifestError(f"{source}:{where} not readable YAML ({getattr(e, 'problem', e)})") from None
+        where, problem = yaml_problem(e)
+        raise ManifestError(f"{source}:{' ' + where if where else ''} not readable YAML ({problem})") from None
     out = []
     for n, doc in enumerate(docs, 1):
         if not isinstance(doc, dict):

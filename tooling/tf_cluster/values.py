@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from . import helm
-from .errors import UsageError
+from .errors import UsageError, yaml_problem
 
 #: A rendered Kubernetes object as `helm.parse` gives it (apiVersion, kind, metadata, ...).
 Manifest = dict[str, Any]
@@ -72,9 +72,9 @@ def check_values_file(path: Path) -> None:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        where = getattr(e, "problem_mark", None)
-        at = f" (line {where.line + 1}, column {where.column + 1})" if where else ""
-        raise UsageError(f"values file {path} is not valid YAML{at}: {getattr(e, 'problem', None) or e}") from None
+        where, problem = yaml_problem(e)
+        at = f" ({where})" if where else ""
+        raise UsageError(f"values file {path} is not valid YAML{at}: {problem}") from None
     if data is not None and not isinstance(data, dict):
         raise UsageError(f"values file {path}: expected a mapping of values (key: value), got a {type(data).__name__}")
 
