@@ -280,7 +280,9 @@ def test_a_node_lost_mid_run_is_fenced_and_training_resumes_on_the_others(api, n
     from kubernetes import client
 
     release = "lost"
-    victim = mwms_over_three_nodes(api, ns, tmp_path, release, 14, lost_node)
+    # 6 epochs: the fault lands at epoch 2, and the others cannot finish one more without the lost
+    # worker (every step is an all-reduce over the three), so the run outlasts the fence
+    victim = mwms_over_three_nodes(api, ns, tmp_path, release, 6, lost_node)
     t_fault, _, _ = node_fault(fault, str(LOST.index))
     core = client.CoreV1Api(api)
     fenced = wait_until(
