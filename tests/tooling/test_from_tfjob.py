@@ -209,15 +209,27 @@ def bad_cases():
 
 
 @pytest.mark.parametrize("path", bad_cases(), ids=lambda p: p.stem)
-def test_bad_manifests_are_refused_naming_the_field(path, capsys):
-    expect = path.read_text().splitlines()[0].removeprefix("# expect: ")
-    assert main(["from-tfjob", str(path)]) == 5
+def test_bad_manifests_are_refused_naming_the_field(path, capsys, tmp_path):
+    """Exit 5 (a manifest tf-cluster cannot convert), or the `# exit:` line's code: 4 when the
+    converted values are refused by the chart (an injected field: a newline in a name)."""
+    lines = path.read_text().splitlines()
+    expect = lines[0].removeprefix("# expect: ")
+    code = int(next((ln.split(":")[1] for ln in lines if ln.startswith("# exit:")), 5))
+    assert main(["from-tfjob", str(path), "-o", str(tmp_path)]) == code
     err = capsys.readouterr().err
     assert expect in err, err
+    assert not list(tmp_path.iterdir()), "nothing written for a refused manifest"
 
 
 def test_bad_corpus_covers_the_issue_cases():
-    assert {p.stem for p in bad_cases()} >= {"not-a-tfjob", "unknown-replica-type", "chief-and-master", "unreadable"}
+    assert {p.stem for p in bad_cases()} >= {
+        "not-a-tfjob",
+        "unknown-replica-type",
+        "chief-and-master",
+        "unreadable",
+        "priority-class-injection",
+        "namespace-path",
+    }
 
 
 def test_cli_reads_kubectl_list_output_and_writes_one_file_per_tfjob(tmp_path):
@@ -609,3 +621,26 @@ def test_logins_are_read_as_podman_and_docker_write_them(tmp_path, monkeypatch):
     hub = found(*[imageconfig.parse("kubeflow/tf-dist-mnist-test").registry, "kubeflow/tf-dist-mnist-test"])
     assert hub is not None and (hub.username, hub.password, hub.file) == ("hub", "3", docker_dir / "config.json")
     assert found("ghcr.io", "x/y") is None
+
+
+@pytest.mark.parametrize("account", ["default", "trainer"])
+def test_a_tfjobs_service_account_is_granted_only_when_named_and_the_notes_say_what(account):
+    """The namespace's `default` account is never carried over (the chart would grant it, so every
+    pod running as it, the launcher's Role); a named account is, with serviceAccount.shareGrants
+    and a note naming each right it gets (issue 44)."""
+    (job,) = tfjob.load((UPSTREAM / "simple.yaml").read_text(), "simple.yaml")
+    for spec in job["spec"]["tfReplicaSpecs"].values():
+        spec["template"]["spec"]["serviceAccountName"] = account
+    conv = tfjob.convert(job, entrypoint=["python", "/train.py"])
+    said = notes(conv)
+    docs = render(conv.values)  # the converted values render: nothing refused
+    bindings = [d for d in docs if d["kind"] == "RoleBinding"]
+    subjects = {s["name"] for b in bindings for s in b["subjects"]}
+    if account == "default":
+        assert "serviceAccount" not in conv.values
+        assert "default: not carried over" in said, said
+        assert "default" not in subjects and subjects, subjects  # the release's own account only
+    else:
+        assert conv.values["serviceAccount"] == {"create": False, "name": "trainer", "shareGrants": True}
+        assert "list and watch the namespace's pods" in said and "every pod running as trainer" in said, said
+        assert subjects == {"trainer"}

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
+from collections.abc import Callable
 
 from . import version
 from .commands import (
@@ -70,14 +73,52 @@ def main(argv: list[str] | None = None) -> int:
 
         argcomplete.autocomplete(p)
     args = p.parse_args(argv)
+    restore = stop_on_signals()
     try:
         return args.func(args)
     except TfClusterError as e:
         print(f"tf-cluster {args.command}: error: {e}", file=sys.stderr)
         return e.exit_code
+    except Stopped as e:
+        print(f"tf-cluster {args.command}: stopped by {e.name}; what it started was stopped", file=sys.stderr)
+        return 128 + e.signum
     except KeyboardInterrupt:
         print(f"tf-cluster {args.command}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        restore()
+
+
+class Stopped(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a service manager, a closed terminal, `kill`): ends a command as Ctrl-C
+    does, through the same cleanup (tasks stopped, releases and namespaces it made removed)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+        self.name = signal.Signals(signum).name
+
+
+def stop_on_signals() -> Callable[[], None]:
+    """SIGTERM and SIGHUP raise Stopped while a command runs; returns what puts the handlers back."""
+    signums = (signal.SIGTERM, signal.SIGHUP)
+    if threading.current_thread() is not threading.main_thread():  # main() called from a thread: leave them
+        return lambda: None
+    before = {s: signal.getsignal(s) for s in signums}
+
+    def stop(signum: int, _frame: object) -> None:
+        for s in signums:  # a second signal must not cut the cleanup short
+            signal.signal(s, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    for s in signums:
+        signal.signal(s, stop)
+
+    def restore() -> None:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+
+    return restore
 
 
 if __name__ == "__main__":

@@ -65,6 +65,10 @@ CONTAINER_KEYS = {
 }
 
 
+# what Kubernetes accepts as an object's name or namespace (a DNS subdomain): no '/', no '..' path
+DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
 class ManifestError(TfClusterError):
     """A manifest from-tfjob cannot read or convert; the message names the field."""
 
@@ -189,6 +193,11 @@ def convert(
     name = str(meta.get("name") or "")
     if not name:
         raise ManifestError("metadata.name: required")
+    for key, value in (("name", name), ("namespace", meta.get("namespace"))):
+        if value is not None and not DNS_NAME.fullmatch(str(value)):  # they also name the output files
+            raise ManifestError(
+                f"metadata.{key}: {str(value)!r} is not a Kubernetes name (lowercase letters, digits, '-' and '.')"
+            )
     specs = replica_specs(tfjob)
     spec = tfjob.get("spec") or {}
     conv = Conversion(name, meta.get("namespace"), {}, tfjob=tfjob)
@@ -426,15 +435,25 @@ def hoist_command(
 def hoist_account(v: dict, per_role: dict[str, dict], say) -> None:
     """serviceAccountName and imagePullSecrets: one of each per release."""
     accounts = {str(s.get("pod.serviceAccountName") or "") for s in per_role.values()}
-    if accounts - {""}:
-        account = sorted(accounts - {""})[0]
-        v["serviceAccount"] = {"create": False, "name": account}
-        if len(accounts) > 1:
+    if "default" in accounts:
+        say(
+            "serviceAccountName",
+            "default: not carried over; the release runs as its own account (serviceAccount.create), because the "
+            "chart would otherwise grant the namespace's `default` account, so every pod running as it, the "
+            "launcher's Role (list and watch pods, mark a pod Failed)",
+        )
+    if accounts - {"", "default"}:
+        account = sorted(accounts - {"", "default"})[0]
+        v["serviceAccount"] = {"create": False, "name": account, "shareGrants": True}
+        if len(accounts - {""}) > 1:
             say("serviceAccountName", f"differs between replica types: one service account per release, {account}")
         say(
             "serviceAccountName",
-            f"{account} must exist and be allowed to `get` the release's Jobs: the launchers of ps and evaluator "
-            "tasks read the leading Job to stop themselves (or leave serviceAccount.create true)",
+            f"{account} must exist. The release grants it (serviceAccount.shareGrants) the launcher's Role: list "
+            "and watch the namespace's pods and EndpointSlices, get the leading Job and, when fencing, mark a pod "
+            f"Failed; every pod running as {account} holds those rights. To keep them to this release, drop "
+            "serviceAccount from the values (the release's own account) and give that one your account's other "
+            "permissions",
         )
     secrets = []
     for s in per_role.values():

@@ -20,7 +20,7 @@ metadata:
   labels:
     {{- include "tf-cluster.componentLabels" (dict "context" $ctx "component" $roleName) | nindent 4 }}
     {{- with $ctx.Values.scheduling.kueueQueue }}
-    kueue.x-k8s.io/queue-name: {{ . }}
+    kueue.x-k8s.io/queue-name: {{ . | quote }}
     {{- end }}
   {{- with $policy.annotations }}
   annotations:

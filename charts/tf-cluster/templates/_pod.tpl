@@ -40,10 +40,10 @@ spec:
   enableServiceLinks: false
   terminationGracePeriodSeconds: {{ int .policy.terminationGracePeriodSeconds }}
   {{- with $role.priorityClassName }}
-  priorityClassName: {{ . }}
+  priorityClassName: {{ . | quote }}
   {{- end }}
   {{- with $role.schedulerName | default (and $inGang (include "tf-cluster.gangSchedulerName" $ctx)) }}
-  schedulerName: {{ . }}
+  schedulerName: {{ . | quote }}
   {{- end }}
   {{- if and $inGang (eq (include "tf-cluster.gang" $ctx) "native") }}
   schedulingGroup:

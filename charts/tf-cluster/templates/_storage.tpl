@@ -28,7 +28,7 @@ emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code
 {{- $cfg := index $.Values.storage $vol }}
 {{- if ne $cfg.type "none" }}
 - name: {{ $vol }}
-  mountPath: {{ $cfg.mountPath }}
+  mountPath: {{ $cfg.mountPath | quote }}
   {{- if $cfg.readOnly }}
   readOnly: true
   {{- end }}
@@ -36,7 +36,7 @@ emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code
 {{- end }}
 {{- if or .Values.code.files .Values.code.existingConfigMap }}
 - name: code
-  mountPath: {{ .Values.code.mountPath }}
+  mountPath: {{ .Values.code.mountPath | quote }}
   readOnly: true
 {{- end }}
 {{- if .Values.shmSize }}
@@ -51,7 +51,7 @@ emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code
 - name: tmp
   {{- with .Values.storage.tmp.sizeLimit }}
   emptyDir:
-    sizeLimit: {{ . }}
+    sizeLimit: {{ . | quote }}
   {{- else }}
   emptyDir: {}
   {{- end }}
@@ -64,7 +64,7 @@ emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code
 - name: {{ $vol }}
   {{- with $cfg.size }}
   emptyDir:
-    sizeLimit: {{ . }}
+    sizeLimit: {{ . | quote }}
   {{- else }}
   emptyDir: {}
   {{- end }}

@@ -109,5 +109,6 @@ and nothing renders on failure (Helm renders every template before it prints any
 {{- if and $v.metrics.enabled (eq (int $v.metrics.port) (int $v.port)) -}}
 {{- fail (printf "metrics.port=%d is TensorFlow's port (port=%d): the launcher's exporter and the task's TensorFlow server would both listen on it in every pod; set metrics.port to a free port (default 9464), or metrics.enabled=false" (int $v.metrics.port) (int $v.port)) -}}
 {{- end -}}
+{{- include "tf-cluster.validateKubernetes" . -}}
 {{- include "tf-cluster.tfConfigSizeCheck" . -}}
 {{- end -}}

@@ -32,7 +32,12 @@ def add_parser(sub: Subparsers) -> None:
         "run-local", help="run the rendered cluster as local processes (real TensorFlow)", description=__doc__
     )
     add_render_args(p)
-    p.add_argument("--workdir", type=Path, default=None, help="run directory (default: runs/<release>); emptied first")
+    p.add_argument(
+        "--workdir",
+        type=Path,
+        default=None,
+        help="run directory (default: runs/<release>): a new or empty one, or one an earlier run made (emptied first)",
+    )
     p.add_argument("--timeout", type=float, default=900, help="seconds before everything is stopped")
     p.add_argument("--quiet", action="store_true", help="no live task logs, only status and summary")
     p.add_argument("--ignore-gpus", action="store_true", help="run roles that ask for GPUs on CPU")
@@ -71,8 +76,8 @@ def run(args: argparse.Namespace) -> int:
     _, docs = render_docs(args)
     pods = manifests.pods(docs, namespace=args.namespace, node_cpus=os.cpu_count() or 1)
     workdir = (args.workdir or work_dir("runs") / args.release).resolve()
+    clean_workdir(workdir, owned=args.workdir is None)  # before anything slow: a refused directory fails at once
     python = requirements.environment(args.requirements) if args.requirements else sys.executable
-    clean_workdir(workdir)
 
     print_lock = threading.Lock()
 

@@ -342,9 +342,28 @@ def write_configmaps(workdir: Path, docs: list[dict[str, Any]]) -> None:
                 (target / key).write_text(value)
 
 
-def clean_workdir(workdir: Path) -> None:
-    if workdir.exists():
+# The file a run directory holds from the moment tf-cluster made it: only such a directory is
+# ever emptied for a new run (a user's folder given as --workdir is refused, never deleted).
+WORKDIR_MARKER = ".tf-cluster-run"
+
+
+def clean_workdir(workdir: Path, *, owned: bool = False) -> None:
+    """An empty run directory at `workdir`, marked as tf-cluster's. What is there already is
+    removed only when tf-cluster made it (the marker, or `owned`: the default runs/<release>,
+    which older versions left unmarked) or it is an empty directory; anything else is refused
+    (UsageError), untouched."""
+    if workdir.is_dir() and (owned or (workdir / WORKDIR_MARKER).is_file()):
         shutil.rmtree(workdir)
+    elif workdir.is_dir() and not any(workdir.iterdir()):
+        workdir.rmdir()
+    elif workdir.exists():
+        what = "a file" if not workdir.is_dir() else f"a directory tf-cluster did not make (it has no {WORKDIR_MARKER})"
+        raise UsageError(
+            f"{workdir} is {what}: a run directory is emptied before each run, so tf-cluster only reuses "
+            "one it made itself. Give a new or empty directory (or leave the option out for the default)"
+        )
+    workdir.mkdir(parents=True)
+    (workdir / WORKDIR_MARKER).write_text("made by tf-cluster: emptied before its next run\n")
 
 
 # ---------------------------------------------------------------------------- processes
