@@ -740,3 +740,45 @@ def test_the_launchers_informer_lists_once_follows_a_watch_and_stops_at_once(
     informer._thread.join(5)
     assert not informer._thread.is_alive(), "stop() left the watch open"
     assert time.monotonic() - t0 < 2
+
+
+def test_a_signalled_smoke_uninstalls_its_release_and_deletes_its_namespace(apiserver, tmp_path):
+    """SIGTERM to `tf-cluster smoke` while it waits for the Jobs (no node runs them here) ends it
+    as Ctrl-C does (issue 44): the release it installed is uninstalled and the namespace it made
+    is deleted; it exits 143 and says why, in one line."""
+    import signal
+
+    from kubernetes import client
+
+    ns = "e2e-smoke-sigterm"
+    no_claims = tmp_path / "no-claims.yaml"  # a claim's finalizer needs kube-controller-manager, absent here
+    no_claims.write_text("storage: {checkpoints: {type: emptyDir}}\n")
+    argv = [sys.executable, "-m", "tf_cluster.cli", "smoke", "-f", ROOT / "values-examples" / "mwms-cpu.yaml"]
+    argv += ["-f", no_claims]
+    argv += ["--kubeconfig", apiserver["kubeconfig"], "-n", ns, "--release", "sig", "--timeout", "600"]
+    proc = subprocess.Popen(list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # smoke says each step; the Jobs' wait comes after the install
+            said.append(line)
+            if "waiting for every Job" in line:
+                break
+        assert any("waiting for every Job" in s for s in said), "".join(said)
+        core = client.CoreV1Api(apiserver["api"])
+        assert core.read_namespace(ns).status.phase == "Active"
+        assert "sig" in helm_in(apiserver, "4", ns).run("list", "-q", check=True).stdout
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said.append(out)
+    assert proc.returncode == 143, "".join(said)[-3000:] + err[-2000:]
+    assert "stopped by SIGTERM" in err and "Traceback" not in err, err[-2000:]
+    assert "helm uninstall sig" in "".join(said) and f"namespace {ns} deleted" in "".join(said), "".join(said)
+    assert "sig" not in helm_in(apiserver, "4", ns).run("list", "-q", "--all").stdout
+    try:  # no namespace controller runs here: a deleted namespace stays Terminating
+        assert core.read_namespace(ns).metadata.deletion_timestamp is not None
+    except client.ApiException as e:
+        assert e.status == 404, e

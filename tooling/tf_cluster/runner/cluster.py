@@ -41,6 +41,7 @@ class ClusterRunner(Runner):
         self.stuck_grace = stuck_grace
         self.say = say
         self.created_namespace = False
+        self.installing = False
         self.installed = False
         self._stopped = False
 
@@ -48,6 +49,7 @@ class ClusterRunner(Runner):
         self.created_namespace = kube.ensure_namespace(self.api, self.namespace)
         self.say(f"namespace {self.namespace} " + ("created" if self.created_namespace else "exists"))
         self.say(f"helm {self.helm.major} install {self.release} -n {self.namespace} {self.values.describe()}")
+        self.installing = True  # a signal during the install: stop() removes whatever part of it landed
         self.helm.install(self.release, self.values, check=True)
         self.installed = True
 
@@ -92,12 +94,17 @@ class ClusterRunner(Runner):
         if self.keep:
             self.say(f"kept: helm -n {self.namespace} uninstall {self.release}  (KUBECONFIG={self.helm.kubeconfig})")
             return
-        if self.installed:
-            self.say(f"helm uninstall {self.release}")
-            self.helm.uninstall(self.release, wait=True, timeout="3m", check=True)
-        if self.created_namespace:
-            kube.delete_namespace(self.api, self.namespace)
-            self.say(f"namespace {self.namespace} deleted")
+        try:
+            if self.installed:
+                self.say(f"helm uninstall {self.release}")
+                self.helm.uninstall(self.release, wait=True, timeout="3m", check=True)
+            elif self.installing:  # stopped mid-install: the release may exist, or not
+                if self.helm.uninstall(self.release, wait=True, timeout="3m").returncode == 0:
+                    self.say(f"helm uninstall {self.release} (stopped while it was installed)")
+        finally:  # a failed uninstall still removes the namespace this runner made (and what is left in it)
+            if self.created_namespace:
+                kube.delete_namespace(self.api, self.namespace)
+                self.say(f"namespace {self.namespace} deleted")
 
 
 # ------------------------------------------------------------------ the release as it stands
