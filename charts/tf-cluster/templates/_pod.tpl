@@ -71,6 +71,10 @@ spec:
   topologySpreadConstraints:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  {{- with (include "tf-cluster.initContainers" (dict "context" $ctx "role" $role) | fromJsonArray) }}
+  initContainers:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
   containers:
     - name: tensorflow
       {{- include "tf-cluster.image" (dict "context" $ctx "override" $role.image) | nindent 6 }}
@@ -115,8 +119,35 @@ spec:
         {{- toYaml $v.securityContext | nindent 8 }}
       volumeMounts:
         {{- include "tf-cluster.volumeMounts" $ctx | nindent 8 }}
+        {{- with $role.extraVolumeMounts }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
   volumes:
     {{- include "tf-cluster.volumes" $ctx | nindent 4 }}
+    {{- with $role.extraVolumes }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
+{{- end -}}
+
+{{/* A role's init containers, as a JSON list: its sidecars first, as Kubernetes native sidecars
+     (`restartPolicy: Always`: started before the rest, stopped once the training container ends),
+     then its init containers, in the order given. One without a securityContext gets the training
+     container's (`securityContext`), so the pod stays within Pod Security `restricted`.
+     Usage: include "tf-cluster.initContainers" (dict "context" $ "role" $role) */}}
+{{- define "tf-cluster.initContainers" -}}
+{{- $secure := .context.Values.securityContext -}}
+{{- $out := list -}}
+{{- range $c := default list .role.sidecars -}}
+{{- $c = merge (dict "restartPolicy" "Always") (deepCopy $c) -}}
+{{- if not (hasKey $c "securityContext") -}}{{- $_ := set $c "securityContext" $secure -}}{{- end -}}
+{{- $out = append $out $c -}}
+{{- end -}}
+{{- range $c := default list .role.initContainers -}}
+{{- $c = deepCopy $c -}}
+{{- if not (hasKey $c "securityContext") -}}{{- $_ := set $c "securityContext" $secure -}}{{- end -}}
+{{- $out = append $out $c -}}
+{{- end -}}
+{{- toJson $out -}}
 {{- end -}}
 
 {{/* The `prometheus.io/*` annotations that let an annotation-driven Prometheus scrape a task's

@@ -57,6 +57,7 @@ Every message names the value and says what to do. _validate.tpl includes it.
 {{- end -}}
 {{- end -}}
 {{- include "tf-cluster.requestsWithinLimits" (dict "where" (printf "roles.%s.resources (or roleDefaults.resources)" $role) "resources" $spec.resources) -}}
+{{- include "tf-cluster.checkPodExtensions" (dict "context" $ctx "role" $role "spec" $spec) -}}
 {{- end -}}
 {{- end -}}
 {{- if $v.tensorboard.enabled -}}
@@ -71,9 +72,49 @@ Every message names the value and says what to do. _validate.tpl includes it.
 {{- end -}}
 {{- include "tf-cluster.requestsWithinLimits" (dict "where" "tests.resources" "resources" $v.tests.resources) -}}
 
-{{- /* The training container's mounts: one volume per path, none under a read-only one. */ -}}
+{{- end -}}
+
+{{/*
+A role's pod extensions (extraVolumes, extraVolumeMounts, initContainers, sidecars) against the
+chart's own volumes, mounts and containers, and the training container's mounts against each
+other: one volume per path, none under a read-only one.
+Usage: include "tf-cluster.checkPodExtensions" (dict "context" $ "role" "worker" "spec" $roleSpec)
+*/}}
+{{- define "tf-cluster.checkPodExtensions" -}}
+{{- $v := .context.Values -}}
+{{- $role := .role -}}
+{{- $spec := .spec -}}
+{{- $where := printf "roles.%s (or roleDefaults)" $role -}}
+{{- $chartVolumes := list "tmp" "launcher" "data" "checkpoints" "logs" "code" "dshm" -}}
+{{- $volumes := $chartVolumes -}}
+{{- range $vol := default list $spec.extraVolumes -}}
+{{- if has $vol.name $volumes -}}
+{{- fail (printf "%s.extraVolumes: a volume named %q is already in the pod%s; give it another name" $where $vol.name (ternary " (one of the chart's own: tmp, launcher, data, checkpoints, logs, code, dshm)" "" (has $vol.name $chartVolumes))) -}}
+{{- end -}}
+{{- $volumes = append $volumes $vol.name -}}
+{{- end -}}
+{{- range $m := default list $spec.extraVolumeMounts -}}
+{{- if not (has $m.name $volumes) -}}
+{{- fail (printf "%s.extraVolumeMounts: mount of %q at %q names no volume of the pod; add it to extraVolumes (or mount one of the chart's)" $where $m.name $m.mountPath) -}}
+{{- end -}}
+{{- end -}}
+{{- $containers := list "tensorflow" -}}
+{{- range $kind := list "sidecars" "initContainers" -}}
+{{- range $c := default list (get $spec $kind) -}}
+{{- if has $c.name $containers -}}
+{{- fail (printf "%s.%s: a container named %q is already in the pod%s; give it another name" $where $kind $c.name (ternary " (the training container)" "" (eq $c.name "tensorflow"))) -}}
+{{- end -}}
+{{- $containers = append $containers $c.name -}}
+{{- if and (eq $kind "sidecars") $c.restartPolicy (ne $c.restartPolicy "Always") -}}
+{{- fail (printf "%s.sidecars[%s].restartPolicy=%q: a sidecar runs as a native sidecar (restartPolicy Always, set for you); put a container that must run to completion first under initContainers" $where $c.name $c.restartPolicy) -}}
+{{- end -}}
+{{- if and (eq $kind "initContainers") (eq (toString $c.restartPolicy) "Always") -}}
+{{- fail (printf "%s.initContainers[%s].restartPolicy=Always: that is a sidecar; list it under sidecars" $where $c.name) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $mounts := list (dict "path" "/tmp" "value" "the chart's /tmp" "ro" false) (dict "path" "/opt/tf-cluster/launcher" "value" "the chart's launcher" "ro" true) -}}
-{{- range $vol := splitList " " (include "tf-cluster.storageVolumes" .) -}}
+{{- range $vol := splitList " " (include "tf-cluster.storageVolumes" .context) -}}
 {{- $cfg := index $v.storage $vol -}}
 {{- if ne $cfg.type "none" -}}
 {{- $mounts = append $mounts (dict "path" $cfg.mountPath "value" (printf "storage.%s.mountPath=%q" $vol $cfg.mountPath) "ro" (not (not $cfg.readOnly))) -}}
@@ -84,6 +125,9 @@ Every message names the value and says what to do. _validate.tpl includes it.
 {{- end -}}
 {{- if $v.shmSize -}}
 {{- $mounts = append $mounts (dict "path" "/dev/shm" "value" "the chart's /dev/shm (shmSize)" "ro" false) -}}
+{{- end -}}
+{{- range $m := default list $spec.extraVolumeMounts -}}
+{{- $mounts = append $mounts (dict "path" $m.mountPath "value" (printf "%s.extraVolumeMounts[%s].mountPath=%q" $where $m.name $m.mountPath) "ro" (not (not $m.readOnly))) -}}
 {{- end -}}
 {{- range $i, $a := $mounts -}}
 {{- range $j, $b := $mounts -}}

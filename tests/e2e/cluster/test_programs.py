@@ -5,7 +5,10 @@ fails here for the same reason it fails under run-local.
 
 The two Kubeflow programs run from their own TFJob manifests (tests/tfjob/upstream), converted by
 `tf-cluster from-tfjob`: only the image (theirs is not reachable here; ours holds the same program
-through --script) and the GPU request (no GPU here) are overridden."""
+through --script) and the GPU request (no GPU here) are overridden.
+
+A platform's own pod parts (issue 47: an init container, a native sidecar, a Secret volume) run
+beside the example trainer."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import sys
 
 import pytest
 import yaml
-from test_cluster import KUBECONFIG, SMALL, log, pods_of, pv_path_of, say
+from test_cluster import EX, KUBECONFIG, SMALL, all_complete, epochs, install, log, pods_of, pv_path_of, say, wait
 
 from tf_cluster import ROOT
 
@@ -84,3 +87,80 @@ def test_the_parameter_server_tutorial_fails_on_the_node_as_it_does_locally(api,
     text = log(api, ns, chief.metadata.name)
     assert "NotFoundError" in text and "/tmp/my_working_dir/ckpt" in text, text[-3000:]
     say("the PS tutorial failed on the node as it does under run-local")
+
+
+SHIP = """
+import pathlib, signal, sys, time
+signal.signal(signal.SIGTERM, lambda *_: (print("ship-logs: stopped with the task", flush=True), sys.exit(0)))
+seen = set()
+while True:  # a log shipper's loop: send what is new under the data volume
+    for f in sorted(pathlib.Path("/mnt/data").glob("*")):
+        if f.name not in seen:
+            seen.add(f.name)
+            head = f.read_bytes()[:80].decode(errors="replace").strip() if f.is_file() else "(a folder)"
+            print(f"ship-logs: shipped {f.name}: {head}", flush=True)
+    time.sleep(1)
+"""
+PREPARE = """
+import pathlib
+token = pathlib.Path("/var/run/secrets/ext/token").read_text()
+pathlib.Path("/mnt/data/prepared").write_text(f"prepared with a {len(token)}-byte token")
+print("prepare-data: done", flush=True)
+"""
+
+
+def test_a_platforms_init_container_sidecar_and_secret_volume_run_with_the_release(api, ns, tmp_path):
+    """Issue 47: an init container that prepares the data from a Secret volume, a sidecar that
+    ships what lands in the data volume (a native sidecar), a Secret mounted in the training
+    container too; the release trains to completion and each sidecar stops with its task."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    core.create_namespaced_secret(ns, {"metadata": {"name": "ext-creds"}, "stringData": {"token": "s3cr3t-token"}})
+    image = "tf-cluster-trainer:2.21.0-cpu"  # what the node has; any image with python3 would do
+    data = {"name": "data", "mountPath": "/mnt/data"}
+    values = tmp_path / "extensions.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "roleDefaults": {
+                    "extraVolumes": [{"name": "creds", "secret": {"secretName": "ext-creds"}}],
+                    "extraVolumeMounts": [{"name": "creds", "mountPath": "/var/run/secrets/ext", "readOnly": True}],
+                    "initContainers": [
+                        {
+                            "name": "prepare-data",
+                            "image": image,
+                            "command": ["python3", "-c", PREPARE],
+                            "volumeMounts": [data, {"name": "creds", "mountPath": "/var/run/secrets/ext"}],
+                        }
+                    ],
+                    "sidecars": [
+                        {
+                            "name": "ship-logs",
+                            "image": image,
+                            "command": ["python3", "-c", SHIP],
+                            "volumeMounts": [data],
+                        }
+                    ],
+                }
+            }
+        )
+    )
+    install(ns, "ext", EX / "mwms-cpu.yaml", values, sets=epochs(2, 20))
+    snap = wait(api, ns, "ext", timeout=600)
+    all_complete(snap, api, ns, "ext")
+    workers = pods_of(api, ns, "ext-tf-cluster-worker-")
+    assert len(workers) == 2
+    for pod in workers:
+        name = pod.metadata.name
+        assert pod.status.phase == "Succeeded", (name, pod.status.phase)
+        prepared = core.read_namespaced_pod_log(name, ns, container="prepare-data")
+        shipped = core.read_namespaced_pod_log(name, ns, container="ship-logs")
+        assert "prepare-data: done" in prepared, prepared
+        assert "ship-logs: shipped prepared: prepared with a 12-byte token" in shipped, shipped
+        sidecar = next(s for s in pod.status.init_container_statuses if s.name == "ship-logs")
+        assert sidecar.state.terminated is not None, f"{name}: the sidecar outlived its task: {sidecar.state}"
+        assert "ship-logs: stopped with the task" in shipped, shipped
+        training = next(s for s in pod.status.container_statuses if s.name == "tensorflow")
+        assert training.state.terminated.exit_code == 0
+    say("init container, native sidecar and Secret volume: the release completed, each sidecar stopped with its task")
