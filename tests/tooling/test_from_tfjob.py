@@ -192,10 +192,7 @@ def test_fields_without_an_equivalent_are_each_named():
     text = notes(tfjob.convert(job))
     for field in (
         "template.spec.hostNetwork: no equivalent",
-        "template.spec.initContainers: no equivalent",
-        "containers[sidecar]: a second container (sidecar) has no equivalent",
         "containers[tensorflow].workingDir: no equivalent",
-        "volumes[cfg]: a configMap volume has no equivalent",
         "cleanPodPolicy: All: no equivalent",
         "spec.runPolicy.suspend: no equivalent",
         "ttlSecondsAfterFinished: -> job.ttlSecondsAfterFinished",
@@ -644,3 +641,48 @@ def test_a_tfjobs_service_account_is_granted_only_when_named_and_the_notes_say_w
         assert conv.values["serviceAccount"] == {"create": False, "name": "trainer", "shareGrants": True}
         assert "list and watch the namespace's pods" in said and "every pod running as trainer" in said, said
         assert subjects == {"trainer"}
+
+
+def test_a_tfjobs_volumes_init_containers_and_sidecars_are_carried_over_and_render():
+    """Issue 47: what the chart's three storage slots do not hold becomes its pod extensions: a
+    Secret and a ConfigMap volume (extraVolumes, mounted where the TFJob mounted them), the pod's
+    second container (a native sidecar) and its init containers; a volume placed in a slot is
+    referred to by the slot's name, one named like a chart volume is renamed."""
+    job = yaml.safe_load((UPSTREAM / "simple.yaml").read_text())
+    pod = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    pod["volumes"] = [
+        {"name": "ckpt", "persistentVolumeClaim": {"claimName": "ckpt-claim"}},
+        {"name": "creds", "secret": {"secretName": "bucket-creds"}},
+        {"name": "code", "configMap": {"name": "train-code"}},
+        {"name": "unused", "emptyDir": {}},
+    ]
+    pod["containers"][0]["volumeMounts"] = [
+        {"name": "ckpt", "mountPath": "/ckpt"},
+        {"name": "creds", "mountPath": "/var/run/creds", "readOnly": True},
+    ]
+    pod["initContainers"] = [
+        {"name": "fetch", "image": "busybox:1.37", "volumeMounts": [{"name": "ckpt", "mountPath": "/out"}]},
+        {"name": "proxy", "image": "envoy:1.31", "restartPolicy": "Always"},
+    ]
+    pod["containers"].append(
+        {"name": "shipper", "image": "fluent-bit:3.2", "volumeMounts": [{"name": "code", "mountPath": "/cfg"}]}
+    )
+    conv = tfjob.convert(job, entrypoint=["python", "/train.py"])
+    ext = conv.values["roleDefaults"]
+    assert ext["extraVolumes"] == [
+        {"name": "creds", "secret": {"secretName": "bucket-creds"}},
+        {"name": "tfjob-code", "configMap": {"name": "train-code"}},
+    ]
+    assert ext["extraVolumeMounts"] == [{"name": "creds", "mountPath": "/var/run/creds", "readOnly": True}]
+    assert [c["name"] for c in ext["initContainers"]] == ["fetch"]
+    assert ext["initContainers"][0]["volumeMounts"] == [{"name": "checkpoints", "mountPath": "/out"}]
+    assert [c["name"] for c in ext["sidecars"]] == ["shipper", "proxy"]
+    assert ext["sidecars"][0]["volumeMounts"] == [{"name": "tfjob-code", "mountPath": "/cfg"}]
+    said = notes(conv)
+    assert "volumes[unused]: mounted by no container: not carried over" in said, said
+    assert "containers[shipper]: -> sidecars: a Kubernetes native sidecar" in said, said
+    assert "volumes[code]: a configMap volume -> extraVolumes as tfjob-code" in said, said
+    (worker,) = [d for d in render(conv.values) if d["kind"] == "Job"]
+    spec = worker["spec"]["template"]["spec"]
+    assert [c["name"] for c in spec["initContainers"]] == ["shipper", "proxy", "fetch"]
+    assert {v["name"] for v in spec["volumes"]} >= {"checkpoints", "creds", "tfjob-code"}

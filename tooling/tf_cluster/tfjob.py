@@ -43,6 +43,7 @@ POD_SETTINGS = (
 #: Every pod spec field the converter reads; any other is noted as not carried over.
 POD_KEYS = {
     "containers",
+    "initContainers",
     "volumes",
     *POD_SETTINGS,
     "serviceAccountName",
@@ -220,7 +221,7 @@ def convert(
     specs = {role: s for role, s in specs.items() if counts[role]}
     per_role = {role: pod_settings(s, say, None if entrypoint else images) for role, s in specs.items()}
     hoist(v, per_role, specs, say, entrypoint)
-    storage(v, specs, say)
+    extensions(v, specs, storage(v, specs, say), say)
     restart_policies(v, specs, spec.get("runPolicy") or {}, say)
     run_policy(v, spec.get("runPolicy") or {}, counts, say, gang)
     success_policy(spec, counts, say)
@@ -324,12 +325,6 @@ def not_carried_over(path: str, pod: dict, c: dict, ports: dict, say) -> None:
         )
     for key in sorted(set(c) - CONTAINER_KEYS):
         say(f"{path}.spec.containers[tensorflow].{key}", "no equivalent in tf-cluster: not carried over")
-    for other in pod.get("containers") or []:
-        if other is not c:
-            say(
-                f"{path}.spec.containers[{other.get('name')}]",
-                "a second container (sidecar) has no equivalent: tf-cluster runs one container per task",
-            )
     for key in sorted(set(pod) - POD_KEYS):
         say(f"{path}.spec.{key}", "no equivalent in tf-cluster: not carried over")
 
@@ -512,8 +507,10 @@ def slot_for(name: str, mount_path: str, free: list[str]) -> str | None:
     return None
 
 
-def storage(v: dict, specs: dict[str, dict], say) -> None:
-    """Volumes mounted into the tensorflow container -> the chart's three storage slots (release-wide)."""
+def storage(v: dict, specs: dict[str, dict], say) -> dict[str, str]:
+    """Volumes mounted into the tensorflow container -> the chart's three storage slots (release-wide).
+    Returns where each placed volume went (its name -> the chart's volume name); the others are
+    extensions()'s."""
     free = list(SLOTS)
     placed: dict[str, tuple[str, str]] = {}  # volume name -> (slot, mountPath)
     for spec in specs.values():
@@ -537,23 +534,11 @@ def storage(v: dict, specs: dict[str, dict], say) -> None:
                 continue
             kind = next((k for k in ("persistentVolumeClaim", "emptyDir") if k in vol), "")
             slot = slot_for(vname, mpath, free) if kind else None
-            if not kind:
-                kinds = sorted(set(vol) - {"name"})
-                say(
-                    where,
-                    f"a {'/'.join(kinds)} volume has no equivalent (the chart mounts claims and emptyDirs): not "
-                    "carried over; put files in code.files or a claim",
-                )
-                continue
-            if slot is None:
-                say(where, "a fourth volume: the chart has three (data, checkpoints, logs); not carried over")
+            if slot is None:  # a Secret, ConfigMap, CSI... volume, or a fourth claim: an extra volume
                 continue
             free.remove(slot)
             placed[vname] = (slot, mpath)
             v.setdefault("storage", {})[slot] = storage_slot(vol, m, slot, where, say)
-        mounted = {m.get("name") for m in container_of(spec).get("volumeMounts") or []}
-        for vname in sorted(set(volumes) - set(placed) - mounted):
-            say(f"{path}.volumes[{vname}]", "not mounted by the tensorflow container: not carried over")
     mounts = [
         sorted((m.get("name"), m.get("mountPath")) for m in container_of(s).get("volumeMounts") or [])
         for s in specs.values()
@@ -563,6 +548,72 @@ def storage(v: dict, specs: dict[str, dict], say) -> None:
     for vname, (slot, mpath) in placed.items():
         if slot in SLOTS:
             say(f"volumes[{vname}]", f"-> storage.{slot} at {mpath} (the chart's MODEL_DIR/DATA_DIR/LOG_DIR follow it)")
+    return {vname: "dshm" if slot == "shm" else slot for vname, (slot, _) in placed.items()}
+
+
+#: the pod volumes the chart names itself (_storage.tpl): an extra volume of that name is renamed
+CHART_VOLUMES = ("tmp", "launcher", "data", "checkpoints", "logs", "code", "dshm")
+
+
+def extensions(v: dict, specs: dict[str, dict], placed: dict[str, str], say) -> None:
+    """What the chart's storage slots do not hold -> the pod extensions: the tensorflow container's
+    other volumes (extraVolumes, extraVolumeMounts), the pod's other containers (native sidecars)
+    and its init containers, per replica type; set once in roleDefaults when every type has the
+    same. Volume names follow the chart's: a volume placed in a slot is referred to by the slot's
+    name, an extra one named like one of the chart's is renamed `tfjob-<name>`."""
+    per_role: dict[str, dict] = {}
+    for role, spec in specs.items():
+        path = f"spec.tfReplicaSpecs.{spec['_type']}.template.spec"
+        pod = spec["template"]["spec"]
+        tf = container_of(spec)
+        volumes = {vol.get("name"): vol for vol in pod.get("volumes") or []}
+        rename = {n: (f"tfjob-{n}" if n in CHART_VOLUMES else n) for n in volumes if n not in placed} | placed
+
+        def moved(c: dict, rename: dict[str, str] = rename) -> dict:
+            c = json.loads(json.dumps(c))
+            for m in c.get("volumeMounts") or []:
+                m["name"] = rename.get(m.get("name"), m.get("name"))
+            return c
+
+        sidecars = [moved(c) for c in pod.get("containers") or [] if c is not tf]
+        inits = [moved(c) for c in pod.get("initContainers") or []]
+        sidecars += [c for c in inits if c.get("restartPolicy") == "Always"]
+        inits = [c for c in inits if c.get("restartPolicy") != "Always"]
+        mounts = [moved(m) for m in [{"volumeMounts": [m]} for m in tf.get("volumeMounts") or []]]
+        tf_mounts = [m["volumeMounts"][0] for m in mounts if m["volumeMounts"][0]["name"] not in placed.values()]
+        used = {m["name"] for c in (*sidecars, *inits) for m in c.get("volumeMounts") or []} | {
+            m["name"] for m in tf_mounts
+        }
+        extra = [dict(vol, name=rename[n]) for n, vol in volumes.items() if n not in placed and rename[n] in used]
+        for n in sorted(set(volumes) - set(placed)):
+            if rename[n] not in used:
+                say(f"{path}.volumes[{n}]", "mounted by no container: not carried over")
+            else:
+                kind = "/".join(sorted(set(volumes[n]) - {"name"}))
+                to = f" as {rename[n]} (the chart has a volume named {n})" if rename[n] != n else ""
+                say(f"{path}.volumes[{n}]", f"a {kind} volume -> extraVolumes{to}")
+        for c in sidecars:
+            say(
+                f"{path}.containers[{c.get('name')}]",
+                "-> sidecars: a Kubernetes native sidecar, started before the training container and stopped "
+                "when it ends (so it never keeps a finished task's pod running, as under TFJob)",
+            )
+        for c in inits:
+            say(f"{path}.initContainers[{c.get('name')}]", "-> initContainers, in the same order")
+        per_role[role] = {
+            "extraVolumes": extra,
+            "extraVolumeMounts": tf_mounts,
+            "sidecars": [{k: x for k, x in c.items() if k != "restartPolicy"} for c in sidecars],
+            "initContainers": inits,
+        }
+    for key in ("extraVolumes", "extraVolumeMounts", "initContainers", "sidecars"):
+        if shared(per_role, key):
+            if per_role[next(iter(per_role))][key]:
+                v.setdefault("roleDefaults", {})[key] = per_role[next(iter(per_role))][key]
+        else:
+            for role, got in per_role.items():
+                if got[key]:
+                    v["roles"][role][key] = got[key]
 
 
 def scratch(v: dict, vol: dict, mpath: str, where: str, say) -> str:
