@@ -194,3 +194,17 @@ def test_a_signed_package_verifies_and_a_tampered_one_is_refused(tmp_path, signi
     tgz.write_bytes(bytes(data))
     bad = h.verify(tgz, pubring)
     assert bad.returncode != 0 and "sha256" in (bad.stderr + bad.stdout).lower()
+
+
+@pytest.mark.parametrize("major", ["4", "3"])
+def test_a_signing_that_fails_leaves_no_package_to_publish(tmp_path, signing_keyrings, major):
+    """`package --key NAME` with a key the keyring lacks: Helm fails after writing the .tgz; the
+    unsigned package (and an older one of this version) must not stay for `publish` (issue 44)."""
+    secring, _ = signing_keyrings
+    out = tmp_path / "out"
+    out.mkdir()
+    stale = out / f"tf-cluster-{release.chart_version()}.tgz"
+    stale.write_bytes(b"an earlier run's package")
+    with pytest.raises(helm.HelmError):
+        release.package(out, major=major, sign_key="no such key", keyring=secring)
+    assert sorted(p.name for p in out.iterdir()) == [], "nothing left that publish would push"

@@ -275,9 +275,19 @@ def package(
     `keyring` when given (a .prov beside it). Returns the .tgz."""
     if epoch is None:
         epoch = source_epoch(cwd=chart.parent.parent)
+    tgz = out / f"tf-cluster-{chart_version(chart)}.tgz"
+    prov = tgz.with_name(tgz.name + ".prov")
+    for old in (tgz, prov):  # a package of this version left by an earlier run is not this one
+        old.unlink(missing_ok=True)
     staged = stage(out / ".staged" / "tf-cluster", epoch, chart=chart)
-    helm.Helm(major).package(
-        out.resolve(), chart=staged, sign_key=sign_key, keyring=keyring, passphrase_file=passphrase_file
-    )
-    shutil.rmtree(out / ".staged")
-    return out / f"tf-cluster-{chart_version(chart)}.tgz"
+    try:
+        helm.Helm(major).package(
+            out.resolve(), chart=staged, sign_key=sign_key, keyring=keyring, passphrase_file=passphrase_file
+        )
+    except BaseException:  # a failed signing leaves no unsigned package that `publish` would push
+        for made in (tgz, prov):
+            made.unlink(missing_ok=True)
+        raise
+    finally:
+        shutil.rmtree(out / ".staged", ignore_errors=True)
+    return tgz

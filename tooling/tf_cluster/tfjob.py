@@ -70,6 +70,13 @@ CONTAINER_KEYS = {
 DNS_NAME = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
+def count(value: Any, path: str) -> int:
+    """A whole, non-negative number the manifest gives (as Kubernetes reads it), else ManifestError."""
+    if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).isdigit():
+        raise ManifestError(f"{path}: {value!r} is not a whole number of 0 or more")
+    return int(value)
+
+
 class ManifestError(TfClusterError):
     """A manifest from-tfjob cannot read or convert; the message names the field."""
 
@@ -293,7 +300,7 @@ def pod_settings(spec: dict, say, images: Mapping[str, imageconfig.ImageConfig] 
     gpus: dict = {}
     for kind in ("limits", "requests"):
         for res in [r for r in (resources.get(kind) or {}) if ACCELERATOR.match(r)]:
-            gpus[res] = int(resources[kind][res])
+            gpus[res] = count(resources[kind][res], f"{path}.spec.containers[tensorflow].resources.{kind}.{res}")
             resources[kind] = {k: x for k, x in resources[kind].items() if k != res}
     out["resources"] = {k: x for k, x in resources.items() if x}
     out["gpus"] = gpus
@@ -659,7 +666,7 @@ def restart_policies(v: dict, specs: dict[str, dict], run: dict, say) -> None:
         elif policy in ("OnFailure", "Always"):
             limit = run.get("backoffLimit")
             if limit is not None:
-                policies[role] = {"backoffLimitPerIndex": int(limit)}
+                policies[role] = {"backoffLimitPerIndex": count(limit, "spec.runPolicy.backoffLimit")}
             say(
                 path,
                 f"{policy} -> retried up to job.backoffLimitPerIndex times per task: a failed task gets a new pod "
@@ -695,16 +702,16 @@ def run_policy(v: dict, run: dict, counts: dict[str, int], say, gang: str) -> No
             "the Jobs with their pods",
         )
     if run.get("backoffLimit") is not None:
-        job["backoffLimitPerIndex"] = int(run["backoffLimit"])
+        job["backoffLimitPerIndex"] = count(run["backoffLimit"], "spec.runPolicy.backoffLimit")
         say(
             "spec.runPolicy.backoffLimit",
             f"-> job.backoffLimitPerIndex {run['backoffLimit']}: counted per task (each index), not for the whole job",
         )
     if run.get("activeDeadlineSeconds") is not None:
-        job["activeDeadlineSeconds"] = int(run["activeDeadlineSeconds"])
+        job["activeDeadlineSeconds"] = count(run["activeDeadlineSeconds"], "spec.runPolicy.activeDeadlineSeconds")
         say("spec.runPolicy.activeDeadlineSeconds", "-> job.activeDeadlineSeconds: each role's Job, from its own start")
     if run.get("ttlSecondsAfterFinished") is not None:
-        job["ttlSecondsAfterFinished"] = int(run["ttlSecondsAfterFinished"])
+        job["ttlSecondsAfterFinished"] = count(run["ttlSecondsAfterFinished"], "spec.runPolicy.ttlSecondsAfterFinished")
         say(
             "spec.runPolicy.ttlSecondsAfterFinished",
             "-> job.ttlSecondsAfterFinished: deletes each finished Job. Under Argo CD a deleted Job is drift: "
@@ -754,7 +761,7 @@ def scheduling_policy(v: dict, sched: dict, counts: dict[str, int], say, gang: s
         else:
             say(f"{path}.queue", f"a Volcano queue; not used by the {mechanism} gang (use --gang volcano)")
     if sched.get("scheduleTimeoutSeconds") is not None:
-        s["scheduleTimeoutSeconds"] = int(sched["scheduleTimeoutSeconds"])
+        s["scheduleTimeoutSeconds"] = count(sched["scheduleTimeoutSeconds"], f"{path}.scheduleTimeoutSeconds")
     if sched.get("priorityClass"):
         v.setdefault("roleDefaults", {})["priorityClassName"] = sched["priorityClass"]
         say(f"{path}.priorityClass", "-> roleDefaults.priorityClassName (every task, and the gang)")
