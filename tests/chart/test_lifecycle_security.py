@@ -114,12 +114,13 @@ def rules_of(role: dict) -> dict:
 def test_without_the_fence_the_role_only_reads_the_leading_job_and_pods():
     """Reads only: the leading Job by name (get, and list/watch naming it), the pods (a task waits
     for its leader's pod before it looks its name up) and, as the ParameterServer chief waits for
-    every peer, the headless Service's EndpointSlices."""
+    every peer, the headless Service's EndpointSlices; writes only Events (its lifecycle moments)."""
     role, chief, tokens = _role_and_tokens({**example(PS_EVAL), "nodeLoss": {"fence": False}})
     assert rules_of(role) == {
         (("batch",), ("jobs",), ("get", "list", "watch")): [chief],
         (("",), ("pods",), ("list", "watch")): None,
         (("discovery.k8s.io",), ("endpointslices",), ("list", "watch")): None,
+        (("",), ("events",), ("create", "patch")): None,  # the task's lifecycle moments, on its own pod
     }
     assert set(tokens.values()) == {True}  # the chief waits for its peers' pods
 
@@ -153,6 +154,7 @@ def test_the_fence_adds_patch_pod_status_only():
         (("",), ("pods",), ("list", "watch")): None,
         (("discovery.k8s.io",), ("endpointslices",), ("list", "watch")): None,
         (("",), ("pods/status",), ("patch",)): None,
+        (("",), ("events",), ("create", "patch")): None,
     }
     assert set(tokens.values()) == {True}
 

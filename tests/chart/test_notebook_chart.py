@@ -76,11 +76,12 @@ def test_coordinator_the_notebook_pod_is_the_chief_and_no_chief_job_exists():
 def test_rbac_least_privilege_one_secret_one_heartbeat_by_name():
     docs = render(values())
     launcher = named(docs, "Role", "-launcher")
-    (rule, *fence) = launcher["rules"]
+    (rule, *fence, events) = launcher["rules"]
     assert fence == [  # peers' pods and nodeLoss.fence: watch the release's pods, mark a stranded one Failed
         {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
         {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
     ]
+    assert events == {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]}  # its own moments
     beat = next(c["metadata"]["name"] for c in by_kind(docs, "ConfigMap") if "-chief-" in c["metadata"]["name"])
     assert rule == {
         "apiGroups": [""],

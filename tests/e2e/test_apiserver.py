@@ -782,3 +782,88 @@ def test_a_signalled_smoke_uninstalls_its_release_and_deletes_its_namespace(apis
         assert core.read_namespace(ns).metadata.deletion_timestamp is not None
     except client.ApiException as e:
         assert e.status == 404, e
+
+
+def test_a_server_stopped_with_its_leader_records_it_as_an_event_on_its_pod(apiserver, namespace, tmp_path):
+    """Issue 47: the launcher tells a platform's tools, not only its log. A ps whose chief's Job
+    completes records `StoppedWithLeader` on its own pod (what `kubectl describe pod` and
+    `kubectl events` show), with the release's own token."""
+    from kubernetes import client
+
+    pod = "tf-tf-cluster-ps-0-x1y2z"
+    proc, chief = ps_launcher(apiserver, namespace, tmp_path, "tf-tf-cluster", TF_CLUSTER_POD_NAME=pod)
+    assert proc.stdout.readline().strip() == "serving"
+    core = client.CoreV1Api(apiserver["api"])
+    (ps_job,) = [
+        j for j in client.BatchV1Api(apiserver["api"]).list_namespaced_job(namespace).items if "-ps-" in j.metadata.name
+    ]
+    template = client.ApiClient().sanitize_for_serialization(ps_job.spec.template)
+    labels = {**template["metadata"]["labels"], "batch.kubernetes.io/job-name": ps_job.metadata.name}
+    core.create_namespaced_pod(namespace, {"metadata": {"name": pod, "labels": labels}, "spec": template["spec"]})
+    finish(apiserver["api"], namespace, chief, "Complete")
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    events = core.list_namespaced_event(namespace).items
+    (event,) = [e for e in events if e.involved_object.name == pod]
+    assert (event.reason, event.type, event.source.component, event.count) == (
+        "StoppedWithLeader",
+        "Normal",
+        "tf-cluster-launcher",
+        1,
+    ), event
+    assert f"Job {chief} is Complete: task stopped (exit 0)" in event.message, event.message
+    assert "cannot record" not in err, err
+    status = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tf_cluster.cli",
+            "status",
+            "tf",
+            "-n",
+            namespace,
+            "--kubeconfig",
+            apiserver["kubeconfig"],
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert status.returncode == 0, status.stderr
+    assert "Events (latest, from the launchers):" in status.stdout, status.stdout
+    assert re.search(rf"^  \d\d:\d\d:\d\d {pod} StoppedWithLeader: Job {chief} is Complete", status.stdout, re.M), (
+        status.stdout
+    )
+
+
+def test_a_recurring_moment_is_one_event_whose_count_grows(apiserver, namespace, tmp_path, monkeypatch, capsys):
+    """A wait of an hour is one Event, not hundreds: the launcher creates it once and updates its
+    count and message in place (at most every Events.EVERY seconds, 0 here)."""
+    from kubernetes import client
+
+    sys.path.insert(0, str(LAUNCHER.parent))
+    import launcher
+
+    for k, v in {
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(apiserver["port"]),
+        "TF_CLUSTER_NAMESPACE": namespace,
+        "TF_CLUSTER_POD_NAME": "tf-tf-cluster-worker-0-abcde",
+    }.items():
+        monkeypatch.setenv(k, v)
+    docs = helm.parse(helm.template([PS_EXAMPLE], release="tf", namespace=namespace))
+    from kubernetes import utils
+
+    for doc in docs:  # the release's ServiceAccount, Role and RoleBinding
+        if doc["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
+            utils.create_from_dict(apiserver["api"], doc, namespace=namespace)
+    monkeypatch.setattr(launcher, "SA_DIR", str(token_for(apiserver, namespace, "tf-tf-cluster", tmp_path)))
+    events = launcher.Events()
+    events.EVERY = 0.0
+    for i in range(3):
+        events.record("WaitingForPeers", f"waiting for 1/2 peer pod(s) ({i * 5}s/600s): worker-1 (no pod)")
+    assert events.on, capsys.readouterr().err
+    (event,) = client.CoreV1Api(apiserver["api"]).list_namespaced_event(namespace).items
+    assert (event.reason, event.count) == ("WaitingForPeers", 3), event
+    assert event.message.startswith("waiting for 1/2 peer pod(s) (10s/600s)"), event.message
+    assert events.on, "no request was refused"

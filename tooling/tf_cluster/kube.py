@@ -475,3 +475,23 @@ def release_objects(api, namespace: str, release: str, *, count_terminating: boo
         for o in listers[kind](namespace, label_selector=sel).items
         if count_terminating or o.metadata.deletion_timestamp is None
     )
+
+
+LAUNCHER_EVENTS = "tf-cluster-launcher"  # the Events' source component (files/launcher.py, Events)
+
+
+def launcher_events(api, namespace: str, pods: list, latest: int = 5) -> list[str]:
+    """The latest lifecycle Events the launchers of `pods` recorded on them (waited for peers,
+    fenced a peer, stopped with the leader, restarted the coordinator), newest last, one line each."""
+    from kubernetes import client
+
+    names = {p.metadata.name for p in pods}
+    items = client.CoreV1Api(api).list_namespaced_event(namespace, field_selector=f"source={LAUNCHER_EVENTS}").items
+    mine = [e for e in items if e.involved_object.name in names]
+    mine.sort(key=lambda e: e.last_timestamp or e.metadata.creation_timestamp)
+    lines = []
+    for e in mine[-latest:]:
+        when = (e.last_timestamp or e.metadata.creation_timestamp).strftime("%H:%M:%S")
+        times = f" (x{e.count})" if (e.count or 1) > 1 else ""
+        lines.append(f"{when} {e.involved_object.name} {e.reason}{times}: {e.message}")
+    return lines

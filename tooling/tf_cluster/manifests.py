@@ -124,6 +124,8 @@ def resolve_env(container: dict, *, index: int, namespace: str, node_cpus: int) 
                 env[name] = namespace
             elif path == f"metadata.annotations['{FAILURES_ANNOTATION}']":
                 env[name] = "0"  # an index's first pod (run-local resolves each env once; its table counts restarts)
+            elif path in ("metadata.name", "metadata.uid"):
+                env[name] = ""  # no pod object here: the launcher then records no Kubernetes Events
             else:
                 raise ValueError(f"env {name}: fieldRef {path} is not supported here")
         elif "resourceFieldRef" in source:

@@ -466,10 +466,12 @@ def wait_for_peer_pods(hosts, timeout, interval=5.0, give_up=None, settle=1.0):
                 if give_up is not None and give_up():
                     return missing
                 shown = 10 if what == "pods" else 3  # endpoints: each reason is a request
-                log("waiting for %d/%d peer pod(s) (%ds/%ds): %s" % (
+                waiting = "waiting for %d/%d peer pod(s) (%ds/%ds): %s" % (
                     len(missing), len(hosts), now - start, timeout, "; ".join(
                         "%s (%s)" % (h, why(h, current)) for h in missing[:shown])
-                    + (" ..." if len(missing) > shown else "")))
+                    + (" ..." if len(missing) > shown else ""))
+                log(waiting)
+                EVENTS.record("WaitingForPeers", waiting)
                 last_log = now
             pods.wait_for_change(min(interval, max(0.05, start + timeout - now)))
     finally:
@@ -527,6 +529,60 @@ def api(path, method="GET", body=None, content_type="application/merge-patch+jso
     """One Kubernetes API call with the pod's service account token; the decoded JSON answer."""
     with api_open(path, method, body, content_type) as resp:
         return json.load(resp)
+
+
+class Events:
+    """Kubernetes Events on this task's pod for the lifecycle moments a platform's tools read
+    (`kubectl describe pod`, `kubectl events`, Argo CD, event exporters): one Event per reason,
+    its count and message updated in place when the moment recurs (at most once every
+    EVERY seconds per reason), so a wait of an hour is one Event, not hundreds. Without a token or
+    a pod name (run-local, rbac off) it does nothing; a refused request is logged once, then it
+    stops trying: the task's work never depends on an Event."""
+
+    EVERY = 30.0
+
+    def __init__(self):
+        self.on = None  # decided at the first record: the environment is read then
+        self.sent = {}  # reason -> [count, last update (monotonic)]
+        self.lock = threading.Lock()
+
+    def record(self, reason, message, warning=False):
+        if self.on is None:
+            self.pod, self.namespace = env("TF_CLUSTER_POD_NAME"), env("TF_CLUSTER_NAMESPACE")
+            self.on = bool(self.pod and self.namespace and os.path.exists(os.path.join(SA_DIR, "token")))
+        if not self.on:
+            return
+        with self.lock:
+            count, last = self.sent.get(reason, [0, 0.0])
+            now = time.monotonic()
+            if count and now - last < self.EVERY:
+                self.sent[reason][0] = count + 1  # counted; sent with the next update
+                return
+            self.sent[reason] = [count + 1, now]
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            name = "%s.tf-cluster-%s" % (self.pod, reason.lower())
+            path = "/api/v1/namespaces/%s/events" % self.namespace
+            try:
+                if not count:
+                    api(path, method="POST", body={
+                        "metadata": {"name": name},
+                        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": self.namespace,
+                                           "name": self.pod, "uid": env("TF_CLUSTER_POD_UID") or None},
+                        "reason": reason, "message": message[:1024],
+                        "type": "Warning" if warning else "Normal",
+                        "source": {"component": "tf-cluster-launcher"},
+                        "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1},
+                        content_type="application/json")
+                else:
+                    api(path + "/" + name, method="PATCH", body={
+                        "message": message[:1024], "lastTimestamp": stamp, "count": count + 1})
+            except (urllib.error.URLError, OSError, ValueError) as e:
+                self.on = False
+                log("cannot record Kubernetes Events (%s): the task goes on; `kubectl logs` has every "
+                    "moment" % getattr(e, "code", e))
+
+
+EVENTS = Events()
 
 
 class WatchExpired(Exception):
@@ -993,6 +1049,8 @@ def fence_stranded(namespace, pods, after, now=None):
                    "confirmed by its kubelet (fenced)" % node)
         api("/api/v1/namespaces/%s/pods/%s/status" % (namespace, name), method="PATCH",
             body={"status": {"phase": "Failed", "reason": "NodeLost", "message": message}})
+        EVENTS.record("FencedPeer", "marked pod %s Failed (NodeLost): node %s stopped answering and the "
+                      "pod's deletion was never confirmed; its Job replaces it" % (name, node), warning=True)
         fenced.append(name)
     return fenced
 
@@ -1545,7 +1603,12 @@ def leader_exit(cond, already):
     if cond == GONE:
         log("%s no longer exists; task stopped (exit %d: this run cannot complete; install or upgrade the "
             "release for a new one)" % (what, EXIT_LEADER_FAILED))
+        EVENTS.record("LeaderGone", "%s no longer exists: task stopped (exit %d)" % (what, EXIT_LEADER_FAILED),
+                      warning=True)
         return EXIT_LEADER_FAILED
+    if not already and cond in ("Complete", "Failed"):
+        EVENTS.record("StoppedWithLeader", "%s is %s: task stopped (exit %d)" % (
+            what, cond, 0 if cond == "Complete" else EXIT_LEADER_FAILED), warning=cond == "Failed")
     if already:
         log("%s is already %s; nothing to do" % (what, cond))
         return EXIT_LEADER_FAILED if cond == "Failed" else 0
@@ -1685,6 +1748,9 @@ def run_task(argv, outcome, task, grace, forward, metrics):
             return 0
     if peer_lost:
         log("coordinator stopped after a lost peer (exit %d): its Job starts it again" % EXIT_PEER_LOST)
+        EVENTS.record("RestartingCoordinator", "a peer was lost with its node: the coordinator stops (exit %d) "
+                      "and its Job starts it again, reconnecting to the replacement" % EXIT_PEER_LOST,
+                      warning=True)
         return EXIT_PEER_LOST
     if "signal" in outcome and (outcome.get("killed") or rc == 0):
         # killed after the grace, or it saved and exited 0 (as TensorFlow's preemption handling and

@@ -13,7 +13,7 @@ Every message names the value and says what to do. _validate.tpl includes it.
 {{- /* The chart grants its Roles to the release's own account, or to a named one the values accept. */ -}}
 {{- $grants := list -}}
 {{- if and $v.rbac.create (or (include "tf-cluster.anyStopsWithLeader" .) $v.tests.enabled (include "tf-cluster.fences" .) (include "tf-cluster.watchesPeers" .)) -}}
-{{- $grants = append $grants (printf "the launcher's Role (list and watch pods and EndpointSlices, get the leading Job%s)" (ternary ", patch pods/status: the fence" "" (not (empty (include "tf-cluster.fences" .))))) -}}
+{{- $grants = append $grants (printf "the launcher's Role (list and watch pods and EndpointSlices, get the leading Job, create Events%s)" (ternary ", patch pods/status: the fence" "" (not (empty (include "tf-cluster.fences" .))))) -}}
 {{- end -}}
 {{- if and $v.rbac.create $v.notebook.enabled -}}
 {{- $grants = append $grants "the notebook's Role (its token Secret)" -}}

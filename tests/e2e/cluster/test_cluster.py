@@ -185,6 +185,7 @@ def servers_stopped_by_the_leader(api, ns, release: str, snap: kube.Snapshot) ->
     # (the evaluator may also end by itself, after its last evaluation: both are a clean stop).
     # A server still running when another task of its role was stopped is removed by its Job
     # (successPolicy, where a gang is on), so at least one pod of each role is left to read.
+    events = launcher_events(api, ns)
     for role in ("ps", "worker", "evaluator"):
         assert pods_of(api, ns, f"-{role}-"), role
         for p in pods_of(api, ns, f"-{role}-"):
@@ -192,6 +193,18 @@ def servers_stopped_by_the_leader(api, ns, release: str, snap: kube.Snapshot) ->
             stopped = re.search(rf"Job {release}-tf-cluster-chief-\w+ is Complete", text)
             assert stopped or (role == "evaluator" and "command exited with 0" in text), text[-2000:]
             assert p.status.phase == "Succeeded", (p.metadata.name, p.status.phase)
+            if stopped:  # and said so where a platform's tools look (kubectl describe pod, kubectl events)
+                assert "StoppedWithLeader" in events.get(p.metadata.name, {}), (p.metadata.name, events)
+
+
+def launcher_events(api, ns) -> dict[str, dict[str, str]]:
+    """The Events the launchers recorded: pod -> reason -> message (files/launcher.py, Events)."""
+    from kubernetes import client
+
+    out: dict[str, dict[str, str]] = {}
+    for e in client.CoreV1Api(api).list_namespaced_event(ns, field_selector="source=tf-cluster-launcher").items:
+        out.setdefault(e.involved_object.name, {})[e.reason] = e.message
+    return out
 
 
 @pytest.mark.extended  # CI runs this example to the same end checks with its chief killed (test_faults.py)

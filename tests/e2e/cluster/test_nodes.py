@@ -26,7 +26,20 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_cluster import EX, INDEX, KUBECONFIG, all_complete, epochs, install, log, pods_of, say, wait, wait_for_log
+from test_cluster import (
+    EX,
+    INDEX,
+    KUBECONFIG,
+    all_complete,
+    epochs,
+    install,
+    launcher_events,
+    log,
+    pods_of,
+    say,
+    wait,
+    wait_for_log,
+)
 from test_faults import model_exported, node_fault, on_the_harness_node
 
 from tf_cluster import progress
@@ -328,6 +341,10 @@ def test_a_node_lost_mid_run_is_fenced_and_training_resumes_on_the_others(api, n
     assert timeline["replacement running"] <= BOUND_S, f"recovery took longer than the stated bound {BOUND_S}s"
     lines = fence_lines(api, ns, lost_node)
     assert any(victim in line for line in lines), f"no launcher said it fenced {victim}: {lines}"
+    fenced_events = [
+        m for reasons in launcher_events(api, ns).values() for r, m in reasons.items() if r == "FencedPeer"
+    ]
+    assert any(victim in m for m in fenced_events), f"no FencedPeer Event names {victim}: {fenced_events}"
     assert victim_pod.status.reason == "NodeLost", victim_pod.status
     (job,) = snap.jobs.values()
     replacement = [

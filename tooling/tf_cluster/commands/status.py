@@ -6,7 +6,8 @@
 Per task (role-index) its newest pod's state (pending with the scheduler's or the kubelet's
 reason, running, succeeded, failed with its exit code and the rule that judged it), its
 restarts (the Job's per-index failure count and container restarts), its time and the latest
-epoch, loss and accuracy from its log; the Jobs with their conditions; and why a gang waits.
+epoch, loss and accuracy from its log; the Jobs with their conditions; why a gang waits; and the
+latest lifecycle Events the tasks' launchers recorded (waited for peers, fenced, stopped).
 The release's objects are found by the chart's label app.kubernetes.io/instance=RELEASE.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 
 from .. import kube
 from ..errors import UsageError
@@ -37,15 +39,19 @@ def add_parser(sub: Subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def render(release: str, namespace: str, report: RunReport, gangs: list[str], finished: bool) -> str:
-    """What `status` prints: a heading, the run's status (Jobs, tasks, why they wait), gangs."""
+def render(
+    release: str, namespace: str, report: RunReport, gangs: list[str], finished: bool, events: Sequence[str] = ()
+) -> str:
+    """What `status` prints: a heading, the run's status (Jobs, tasks, why they wait), gangs, and
+    the latest lifecycle Events the launchers recorded."""
     done = sum(t.state == "succeeded" for t in report.tasks)
     head = (
         f"release {release} in namespace {namespace}: {len(report.jobs)} Job(s), {done}/{len(report.tasks)} tasks done"
     )
     head += ", every Job finished" if finished else ""
     gang_part = ["", "Gangs:", *(f"  {line}" for line in gangs)] if gangs else []
-    return "\n".join([head, "", report.status(), *gang_part])
+    event_part = ["", "Events (latest, from the launchers):", *(f"  {line}" for line in events)] if events else []
+    return "\n".join([head, "", report.status(), *gang_part, *event_part])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         while True:
             snap, report, gangs = release_status(api, namespace, args.release)
-            text = render(args.release, namespace, report, gangs, snap.finished())
+            events = kube.launcher_events(api, namespace, snap.pods)
+            text = render(args.release, namespace, report, gangs, snap.finished(), events)
             if redraw:
                 sys.stdout.write("\x1b[H\x1b[2J")  # home, clear: the table redrawn in place
             elif args.watch:
