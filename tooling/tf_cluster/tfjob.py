@@ -586,8 +586,11 @@ def extensions(v: dict, specs: dict[str, dict], placed: dict[str, str], say) -> 
         inits = [moved(c) for c in pod.get("initContainers") or []]
         sidecars += [c for c in inits if c.get("restartPolicy") == "Always"]
         inits = [c for c in inits if c.get("restartPolicy") != "Always"]
-        mounts = [moved(m) for m in [{"volumeMounts": [m]} for m in tf.get("volumeMounts") or []]]
-        tf_mounts = [m["volumeMounts"][0] for m in mounts if m["volumeMounts"][0]["name"] not in placed.values()]
+        tf_mounts = [
+            m
+            for m in moved({"volumeMounts": tf.get("volumeMounts") or []})["volumeMounts"]
+            if m["name"] not in placed.values()
+        ]
         used = {m["name"] for c in (*sidecars, *inits) for m in c.get("volumeMounts") or []} | {
             m["name"] for m in tf_mounts
         }

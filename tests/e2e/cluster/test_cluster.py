@@ -202,7 +202,8 @@ def launcher_events(api, ns) -> dict[str, dict[str, str]]:
     from kubernetes import client
 
     out: dict[str, dict[str, str]] = {}
-    for e in client.CoreV1Api(api).list_namespaced_event(ns, field_selector="source=tf-cluster-launcher").items:
+    selector = f"source={kube.LAUNCHER_EVENTS}"
+    for e in client.CoreV1Api(api).list_namespaced_event(ns, field_selector=selector).items:
         out.setdefault(e.involved_object.name, {})[e.reason] = e.message
     return out
 
