@@ -447,7 +447,8 @@ def main() -> None:
         CHART_UNDER_TEST = Path(tempfile.mkdtemp()) / "tf-cluster"
         shutil.copytree(CHART, CHART_UNDER_TEST)
         old = launcher_at(args.launcher_from, CHART_UNDER_TEST.parent)
-        old.replace(CHART_UNDER_TEST / "files" / "launcher.py")
+        shutil.rmtree(CHART_UNDER_TEST / "files")
+        old.parent.replace(CHART_UNDER_TEST / "files")
         say(f"the chart with the launcher of {args.launcher_from}: {CHART_UNDER_TEST}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a stopped run still restores CoreDNS, uninstalls
     if not Path(args.kubeconfig).is_file():

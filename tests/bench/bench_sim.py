@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import signal
 import sys
 import tempfile
@@ -312,8 +313,8 @@ def main() -> None:
         sys.exit(f"the simulated cluster cannot start: {why}")
     work = Path(tempfile.mkdtemp(prefix="tf-cluster-sim-"))
     before = launcher_at(args.before, work)
-    after = work / "launcher-this.py"  # this checkout's, as it was when the run began
-    after.write_text(LAUNCHER.read_text())
+    # this checkout's, as it was when the run began
+    after = Path(shutil.copytree(LAUNCHER.parent, work / "launcher-this")) / "launcher.py"
     sizes = [int(x) for x in args.sizes.split(",")]
     result: dict = {"nodes": args.nodes, "node_pods": 32, "before": args.before, "starts": [], "launchers": []}
     previous = OUT / f"{args.out}.json"

@@ -62,9 +62,12 @@ def save(name: str, data: dict) -> Path:
 
 
 def launcher_at(rev: str, into: Path) -> Path:
-    """The chart's launcher as of git revision `rev`, written to into/launcher-<rev>.py (a before/after
-    comparison)."""
-    path = into / f"launcher-{rev}.py"
-    git = ["git", "show", f"{rev}:charts/tf-cluster/files/launcher.py"]
-    path.write_text(subprocess.run(git, cwd=ROOT, check=True, capture_output=True, text=True).stdout)
-    return path
+    """The chart's launcher as of git revision `rev` (launcher.py and, from chart 2.0.0, its package
+    tf_cluster_launcher/ beside it), written under into/launcher-<rev>/; its launcher.py (a
+    before/after comparison)."""
+    out = into / f"launcher-{rev}"
+    out.mkdir(parents=True, exist_ok=True)
+    files = "charts/tf-cluster/files"
+    archive = subprocess.run(["git", "archive", rev, files], cwd=ROOT, check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(out), "--strip-components=3"], input=archive, check=True)
+    return out / "launcher.py"

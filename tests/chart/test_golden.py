@@ -40,3 +40,29 @@ def test_render_is_byte_identical_to_its_golden_files(name, helm_major):
         old = str(path.relative_to(ROOT))
         lines += difflib.unified_diff(want[path].splitlines(True), got[path].splitlines(True), old, f"helm{helm_major}")
     pytest.fail(f"render of {name} (helm{helm_major}) differs from its golden files ({FIX}):\n{''.join(lines[:80])}")
+
+
+@pytest.mark.parametrize("name", ["defaults", "notebook-coordinator"])
+def test_the_launcher_configmap_carries_the_charts_files_verbatim(name, helm_major):
+    """The goldens name the launcher's files instead of holding them (update.py, elide_launcher):
+    the ConfigMap holds exactly launcher.py, every module of tf_cluster_launcher/ (and, with the
+    notebook, tf_cluster_notebook.py), byte for byte, and the pods' launcher volume maps each key."""
+    import yaml
+    from update import launcher_file
+
+    docs = [d for d in yaml.safe_load_all(render(CASES[name], helm_major)) if d]
+    (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-launcher")]
+    files = ROOT / "charts" / "tf-cluster"
+    package = (files / "files" / "tf_cluster_launcher").glob("*.py")
+    want = {"launcher.py", *(f"tf_cluster_launcher.{p.name}" for p in package)}
+    if name == "notebook-coordinator":
+        want.add("tf_cluster_notebook.py")
+    assert set(cm["data"]) == want
+    for key, text in cm["data"].items():
+        assert text == (files / launcher_file(key)).read_text(), f"{key} differs from {launcher_file(key)}"
+    pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Job"]
+    volumes = [v for pod in pods for v in pod["volumes"] if v["name"] == "launcher"]
+    assert volumes, "no Job mounts the launcher"
+    for v in volumes:
+        items = {i["key"]: i["path"] for i in v["configMap"]["items"]}
+        assert items == {k: launcher_file(k).removeprefix("files/") for k in want}

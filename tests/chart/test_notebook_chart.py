@@ -208,12 +208,12 @@ def test_image_defaults_to_the_notebook_build_and_follows_the_training_image():
 
 @pytest.fixture(scope="module")
 def launcher():
-    import importlib.util
+    import sys
 
-    spec = importlib.util.spec_from_file_location("launcher_under_test", LAUNCHER / "launcher.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    sys.path.insert(0, str(LAUNCHER))
+    import tf_cluster_launcher.leader
+
+    return tf_cluster_launcher.leader
 
 
 def heartbeat(renew: str | None = None, done: str | None = None) -> dict:

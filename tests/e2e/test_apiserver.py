@@ -37,7 +37,7 @@ BIN = Path(
     )
 )
 APISERVER = BIN / "kube-apiserver"
-LAUNCHER = CHART / "files" / "launcher.py"
+LAUNCHER = CHART / "files" / "launcher.py"  # its package beside it: tf_cluster_launcher/
 PS_EXAMPLE = ROOT / "values-examples" / "parameter-server.yaml"
 
 pytestmark = pytest.mark.needs(
@@ -688,7 +688,8 @@ def test_the_launchers_informer_lists_once_follows_a_watch_and_stops_at_once(
     from kubernetes import client
 
     sys.path.insert(0, str(LAUNCHER.parent))
-    import launcher
+    import tf_cluster_launcher.informer as launcher_informer
+    import tf_cluster_launcher.kubeapi as launcher_kubeapi
 
     core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
     core.create_namespaced_service_account(namespace, {"metadata": {"name": "watcher"}})
@@ -710,8 +711,9 @@ def test_the_launchers_informer_lists_once_follows_a_watch_and_stops_at_once(
     sa_dir = token_for(apiserver, namespace, "watcher", tmp_path)
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
     monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(apiserver["port"]))
-    monkeypatch.setattr(launcher, "SA_DIR", str(sa_dir))
-    informer = launcher.Informer(f"/api/v1/namespaces/{namespace}/configmaps", label_selector="app=x", name="cms")
+    monkeypatch.setattr(launcher_kubeapi, "SA_DIR", str(sa_dir))
+    path = f"/api/v1/namespaces/{namespace}/configmaps"
+    informer = launcher_informer.Informer(path, label_selector="app=x", name="cms")
     informer.start()
     assert informer.synced.wait(10), informer.error
 
@@ -842,7 +844,8 @@ def test_a_recurring_moment_is_one_event_whose_count_grows(apiserver, namespace,
     from kubernetes import client
 
     sys.path.insert(0, str(LAUNCHER.parent))
-    import launcher
+    import tf_cluster_launcher.events as launcher_events
+    import tf_cluster_launcher.kubeapi as launcher_kubeapi
 
     for k, v in {
         "KUBERNETES_SERVICE_HOST": "127.0.0.1",
@@ -857,8 +860,8 @@ def test_a_recurring_moment_is_one_event_whose_count_grows(apiserver, namespace,
     for doc in docs:  # the release's ServiceAccount, Role and RoleBinding
         if doc["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
             utils.create_from_dict(apiserver["api"], doc, namespace=namespace)
-    monkeypatch.setattr(launcher, "SA_DIR", str(token_for(apiserver, namespace, "tf-tf-cluster", tmp_path)))
-    events = launcher.Events()
+    monkeypatch.setattr(launcher_kubeapi, "SA_DIR", str(token_for(apiserver, namespace, "tf-tf-cluster", tmp_path)))
+    events = launcher_events.Events()
     events.EVERY = 0.0
     for i in range(3):
         events.record("WaitingForPeers", f"waiting for 1/2 peer pod(s) ({i * 5}s/600s): worker-1 (no pod)")

@@ -59,8 +59,32 @@ def split(text: str) -> dict[str, str]:
     return out
 
 
+# The launcher's files are kept once, as the chart's own files, not in every golden: the launcher
+# ConfigMap's value of each is a line naming it (tests/chart/test_golden.py checks that the
+# ConfigMap carries each file verbatim).
+LAUNCHER_DOC = re.compile(
+    r"^# Source: [^/\n]+/templates/launcher-configmap\.yaml\n(?:.*\n)*?(?=---\n|\Z)", re.MULTILINE
+)
+LAUNCHER_FILE = re.compile(r"^  ([\w.]+\.py): \|\n(?:    .*\n|\n)+", re.MULTILINE)
+
+
+def launcher_file(key: str) -> str:
+    """The chart's file a launcher ConfigMap key holds: tf_cluster_launcher.task.py ->
+    files/tf_cluster_launcher/task.py."""
+    package, dot, module = key.partition(".")
+    return f"files/{package}/{module}" if dot and module != "py" else f"files/{key}"
+
+
+def elide_launcher(text: str) -> str:
+    def files(doc: re.Match[str]) -> str:
+        return LAUNCHER_FILE.sub(lambda m: f"  {m.group(1)}: <{launcher_file(m.group(1))}>\n", doc.group(0))
+
+    return LAUNCHER_DOC.sub(files, text)
+
+
 def goldens(name: str, text: str) -> dict[Path, str]:
     """The golden files of case `name` for its render `text`: path -> content."""
+    text = elide_launcher(text)
     if name in WHOLE:
         return {RENDERS / f"{name}.yaml": text}
     return {TEMPLATES / name / template: body for template, body in split(text).items()}

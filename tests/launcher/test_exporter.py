@@ -19,7 +19,8 @@ from tf_cluster.localrun.processes import free_ports
 
 LAUNCHER = CHART / "files" / "launcher.py"
 sys.path.insert(0, str(LAUNCHER.parent))
-import launcher  # noqa: E402
+import tf_cluster_launcher.common as launcher_common  # noqa: E402
+import tf_cluster_launcher.metrics as launcher_metrics  # noqa: E402
 
 LABELS = {"release": "rel", "role": "worker", "index": "1", "run": "abc123"}
 
@@ -132,7 +133,8 @@ def test_serves_the_childs_progress_while_it_trains(tmp_path):
 
 @pytest.mark.skipif(not shutil.which("promtool"), reason="promtool (Debian's prometheus package) not installed")
 def test_promtool_finds_the_exposition_well_formed(tmp_path):
-    m = launcher.Metrics(9464, [("release", 'a "quoted"\\ name'), ("role", "chief"), ("index", "0"), ("run", "none")])
+    labels = [("release", 'a "quoted"\\ name'), ("role", "chief"), ("index", "0"), ("run", "none")]
+    m = launcher_metrics.Metrics(9464, labels)
     for line in ["Epoch 1/2", "4/4 [=====] - 0s 5ms/step - loss: -inf - accuracy: 0.5 - val_loss: inf"]:
         m.read_line(line)
     m.read_line('TF_CLUSTER_METRICS {"global_step": "40", "auc": "0.75", "trial": "1", "timestamp": 1.5}')
@@ -152,7 +154,7 @@ def test_waiting_for_peers_is_a_state_and_its_seconds_grow(tmp_path):
         second = samples(scrape(port)[2])
     finally:
         p.communicate(timeout=30)
-    assert p.returncode == launcher.EXIT_PEERS_TIMEOUT
+    assert p.returncode == launcher_common.EXIT_PEERS_TIMEOUT
     assert first["tf_cluster_task_state", frozenset({("state", "waiting_for_peers")})] == 1
     assert (
         second["tf_cluster_task_peer_wait_seconds", frozenset()]
@@ -240,19 +242,19 @@ def test_states_and_labels_from_the_environment(monkeypatch):
     monkeypatch.setenv("JOB_COMPLETION_INDEX", "5")  # the Job controller's own, when Kubernetes set it
     monkeypatch.setenv("TF_CLUSTER_INDEX_FAILURES", "")  # the annotation is absent before a first failure
     monkeypatch.delenv("TF_CLUSTER_RUN", raising=False)
-    m = launcher.Metrics.from_env()
+    m = launcher_metrics.Metrics.from_env()
     assert (m.port, m.labels, m.failures) == (9464, [("release", "r"), ("role", "ps"), ("index", "5"), ("run", "")], 0)
     m.set_state("stopped_by_leader")
     m.set_state("exited", unless=("stopped_by_leader",))
     assert 'state="stopped_by_leader"} 1' in m.text()
     monkeypatch.setenv("TF_CLUSTER_METRICS_PORT", "metrics")
-    assert launcher.Metrics.from_env() is None
+    assert launcher_metrics.Metrics.from_env() is None
     monkeypatch.delenv("TF_CLUSTER_METRICS_PORT")
-    assert launcher.Metrics.from_env() is None
+    assert launcher_metrics.Metrics.from_env() is None
 
 
 def test_a_bar_redrawn_mid_epoch_says_the_task_is_alive_though_only_the_epochs_last_state_is_read():
-    m = launcher.Metrics(9464, list(LABELS.items()))
+    m = launcher_metrics.Metrics(9464, list(LABELS.items()))
     assert m.last_progress is None
     m.read_line("Epoch 1/3")
     begun = m.last_progress
@@ -270,7 +272,7 @@ def test_the_series_served_are_those_the_alerts_and_dashboard_read():
     against: it must be what the launcher serves once every value is known."""
     import promql
 
-    m = launcher.Metrics(9464, list(LABELS.items()))
+    m = launcher_metrics.Metrics(9464, list(LABELS.items()))
     m.waiting(time.monotonic())
     # a custom loop's protocol lines, with every number a line can carry (the corpus's case)
     for line in (ROOT / "tests" / "progress-corpus" / "protocol-step-and-throughput.txt").open():

@@ -17,7 +17,13 @@ from tf_cluster import CHART
 
 LAUNCHER = CHART / "files" / "launcher.py"
 sys.path.insert(0, str(LAUNCHER.parent))
-import launcher  # noqa: E402
+import tf_cluster_launcher.common as launcher_common  # noqa: E402
+import tf_cluster_launcher.dns as launcher_dns  # noqa: E402
+import tf_cluster_launcher.fencing as launcher_fencing  # noqa: E402
+import tf_cluster_launcher.informer as launcher_informer  # noqa: E402
+import tf_cluster_launcher.leader as launcher_leader  # noqa: E402
+import tf_cluster_launcher.peerpods as launcher_peerpods  # noqa: E402
+import tf_cluster_launcher.tfconfig as launcher_tfconfig  # noqa: E402
 
 
 def start(argv, tmp_path, prefix=(), **env):
@@ -54,7 +60,7 @@ def test_times_out_naming_the_missing_peers(tmp_path):
         TF_CLUSTER_PEER_TIMEOUT="2",
     )
     out, err = p.communicate(timeout=30)
-    assert p.returncode == launcher.EXIT_PEERS_TIMEOUT == 4
+    assert p.returncode == launcher_common.EXIT_PEERS_TIMEOUT == 4
     assert "never" not in out
     assert "1 peer(s) never resolved: tf-worker-7.nowhere.invalid" in err
     assert 2 <= time.monotonic() - t0 < 20
@@ -237,7 +243,7 @@ def test_a_replacement_started_after_the_leader_finished_exits_instead_of_waitin
 def test_no_command_is_a_configuration_error(tmp_path):
     p = start([], tmp_path)
     _, err = p.communicate(timeout=30)
-    assert p.returncode == launcher.EXIT_CONFIG and "no command given" in err
+    assert p.returncode == launcher_common.EXIT_CONFIG and "no command given" in err
 
 
 @pytest.mark.parametrize("condition,rc,text", [("Failed", 1, "FAIL"), ("Complete", 0, "OK")])
@@ -270,7 +276,7 @@ CONDITIONS = {
 
 @pytest.mark.parametrize("conditions,want", CONDITIONS.values(), ids=CONDITIONS.keys())
 def test_job_conditions_are_read_by_type_not_position(conditions, want):
-    assert launcher.condition_of({"conditions": conditions}) == want
+    assert launcher_leader.condition_of({"conditions": conditions}) == want
 
 
 @pytest.mark.parametrize("intra,want", [("1", "2"), ("4", "4")])
@@ -318,9 +324,9 @@ def test_a_missing_tf_config_is_said_with_how_to_force_it(tmp_path):
     ],
 )
 def test_a_pod_is_stranded_when_no_kubelet_ended_it_past_its_deletion_deadline(deleted, phase, want):
-    now = launcher.parse_time("2026-11-25T12:00:05Z")
+    now = launcher_leader.parse_time("2026-11-25T12:00:05Z")
     pod = {"metadata": {"name": "p", **({"deletionTimestamp": deleted} if deleted else {})}, "status": {"phase": phase}}
-    assert launcher.stranded(pod, now, after=10) is want
+    assert launcher_fencing.stranded(pod, now, after=10) is want
 
 
 def tf_config(**roles: int) -> str:
@@ -357,7 +363,7 @@ def host(role: str, i: int) -> str:
     ],
 )
 def test_a_task_waits_only_for_the_peers_its_tensorflow_contacts_at_start(strategy, roles, role, want):
-    assert launcher.peers_needed(tf_config(**roles), strategy, role) == want
+    assert launcher_tfconfig.peers_needed(tf_config(**roles), strategy, role) == want
 
 
 @pytest.mark.parametrize(
@@ -372,7 +378,7 @@ def test_a_task_waits_only_for_the_peers_its_tensorflow_contacts_at_start(strate
 def test_a_few_tasks_fence_not_every_task(roles, fencers):
     config = tf_config(**roles)
     every = {(r, i) for r, n in roles.items() for i in range(n)} | {("evaluator", 0)}
-    assert {(r, i) for r, i in every if launcher.fences(config, r, i)} == fencers
+    assert {(r, i) for r, i in every if launcher_fencing.fences(config, r, i)} == fencers
 
 
 def pod(hostname, ip=None, deleted=False, scheduled=None, node=None):
@@ -403,17 +409,17 @@ def pod(hostname, ip=None, deleted=False, scheduled=None, node=None):
 )
 def test_a_peer_is_published_once_its_live_pod_has_an_ip(pods, published, why):
     for name in (host("worker", 0), host("worker", 0) + ".ns.svc.cluster.local"):
-        assert launcher.published(name, pods) is published
+        assert launcher_peerpods.published(name, pods) is published
         if why:
-            assert launcher.why_missing(name, pods) == why
+            assert launcher_peerpods.why_missing(name, pods) == why
 
 
 def test_one_peer_is_watched_by_its_job_and_index_more_by_the_release(monkeypatch):
     monkeypatch.setenv("TF_CLUSTER_RELEASE_SELECTOR", "app.kubernetes.io/instance=r")
-    assert launcher.peer_selector([host("worker", 0)]) == (
+    assert launcher_peerpods.peer_selector([host("worker", 0)]) == (
         "batch.kubernetes.io/job-name=r-worker-0a1b2c,batch.kubernetes.io/job-completion-index=0"
     )
-    assert launcher.peer_selector([host("worker", 0), host("ps", 0)]) == "app.kubernetes.io/instance=r"
+    assert launcher_peerpods.peer_selector([host("worker", 0), host("ps", 0)]) == "app.kubernetes.io/instance=r"
 
 
 def test_the_resolvers_servers_search_domains_and_ndots_are_read_as_glibc_reads_them(tmp_path):
@@ -422,12 +428,12 @@ def test_the_resolvers_servers_search_domains_and_ndots_are_read_as_glibc_reads_
         "# kubelet\nsearch ns.svc.cluster.local svc.cluster.local cluster.local\n"
         "nameserver 10.96.0.10\noptions ndots:5 timeout:2\n"
     )
-    assert launcher.resolv_conf(str(conf)) == (
+    assert launcher_dns.resolv_conf(str(conf)) == (
         ["10.96.0.10"],
         ["ns.svc.cluster.local", "svc.cluster.local", "cluster.local"],
         5,
     )
-    assert launcher.resolv_conf(str(tmp_path / "absent")) == ([], [], 1)
+    assert launcher_dns.resolv_conf(str(tmp_path / "absent")) == ([], [], 1)
 
 
 def test_several_peers_are_learnt_from_their_services_endpointslices_as_coredns_serves_them():
@@ -444,11 +450,12 @@ def test_several_peers_are_learnt_from_their_services_endpointslices_as_coredns_
         piece({"hostname": "r-ps-0a1b2c-0", "addresses": ["10.0.0.7"]}),  # ready unset: served
         piece({"hostname": "r-worker-0a1b2c-3", "addresses": ["10.0.0.9"]}, service="other"),
     ]
-    assert launcher.endpoint_keys(slices) == {"r-worker-0a1b2c-0.r", "r-ps-0a1b2c-0.r", "r-worker-0a1b2c-3.other"}
-    assert launcher.host_key(host("worker", 0) + ".ns.svc.cluster.local") == host("worker", 0)
-    assert launcher.peer_service([host("worker", 0), host("ps", 0)]) == "r"
-    assert launcher.peer_service([host("worker", 0), "x-0.other"]) is None  # two Services: the release's pods
-    assert launcher.peer_service(["localhost", host("ps", 0)]) is None
+    want = {"r-worker-0a1b2c-0.r", "r-ps-0a1b2c-0.r", "r-worker-0a1b2c-3.other"}
+    assert launcher_peerpods.endpoint_keys(slices) == want
+    assert launcher_peerpods.host_key(host("worker", 0) + ".ns.svc.cluster.local") == host("worker", 0)
+    assert launcher_peerpods.peer_service([host("worker", 0), host("ps", 0)]) == "r"
+    assert launcher_peerpods.peer_service([host("worker", 0), "x-0.other"]) is None  # two Services: the release's pods
+    assert launcher_peerpods.peer_service(["localhost", host("ps", 0)]) is None
 
 
 def test_the_coordinator_restarts_only_for_lost_peers_in_its_tf_config():
@@ -459,9 +466,9 @@ def test_the_coordinator_restarts_only_for_lost_peers_in_its_tf_config():
     worker, evaluator, ps = pod("r-worker-0"), pod("r-evaluator-0"), pod("r-ps-0")
     worker["status"].update(lost["status"])
     evaluator["status"].update(lost["status"])
-    assert launcher.lost_peers([worker, evaluator, ps], set(), hosts) == {"r-worker-0-xyz"}
-    assert launcher.lost_peers([evaluator, ps], {"r-ps-0-xyz", "r-evaluator-0-xyz"}, hosts) == {"r-ps-0-xyz"}
-    assert launcher.lost_peers([evaluator], set(), hosts) == set()
+    assert launcher_fencing.lost_peers([worker, evaluator, ps], set(), hosts) == {"r-worker-0-xyz"}
+    assert launcher_fencing.lost_peers([evaluator, ps], {"r-ps-0-xyz", "r-evaluator-0-xyz"}, hosts) == {"r-ps-0-xyz"}
+    assert launcher_fencing.lost_peers([evaluator], set(), hosts) == set()
 
 
 @pytest.mark.parametrize(
@@ -481,19 +488,20 @@ def test_the_coordinator_restarts_only_for_lost_peers_in_its_tf_config():
 def test_a_follower_reads_its_leaders_end_from_every_event_and_its_absence(current, deleted, absent_for, want):
     """Issue 43: a DELETED event's Job was dropped unread, and a leading Job that no longer existed
     left its followers waiting forever."""
-    assert launcher.LEADER_MISSING_SECONDS == 60  # the default (no TF_CLUSTER_LEADER_MISSING_SECONDS here)
-    assert launcher.leader_outcome(current, deleted, absent_for) == want
+    assert launcher_leader.LEADER_MISSING_SECONDS == 60  # the default (no TF_CLUSTER_LEADER_MISSING_SECONDS here)
+    assert launcher_leader.leader_outcome(current, deleted, absent_for) == want
 
 
 def test_the_fence_reads_the_api_servers_clock_not_this_nodes():
     """Issue 43: the fence compared this node's clock with the API server's deletion deadline: a
     node 30 s ahead fenced a pod that was still within its grace on the server's clock."""
-    local = launcher.parse_time("2026-11-25T12:00:35Z")  # this node's clock: 30 s ahead of the server's
-    offset = launcher.server_offset("Wed, 25 Nov 2026 12:00:05 GMT", local)
+    local = launcher_leader.parse_time("2026-11-25T12:00:35Z")  # this node's clock: 30 s ahead of the server's
+    offset = launcher_informer.server_offset("Wed, 25 Nov 2026 12:00:05 GMT", local)
     assert offset == -30.0
-    assert launcher.server_offset(None, local) is None and launcher.server_offset("yesterday", local) is None
+    assert launcher_informer.server_offset(None, local) is None
+    assert launcher_informer.server_offset("yesterday", local) is None
     deleted = pod("r-worker-0", ip="10.0.0.5")
     deleted["metadata"]["deletionTimestamp"] = "2026-11-25T12:00:00Z"
     deleted["status"]["phase"] = "Running"
-    assert launcher.stranded(deleted, local, 10)  # on this node's clock: 35 s past the deadline
-    assert not launcher.stranded(deleted, local + offset, 10)  # on the server's: 5 s, within the margin
+    assert launcher_fencing.stranded(deleted, local, 10)  # on this node's clock: 35 s past the deadline
+    assert not launcher_fencing.stranded(deleted, local + offset, 10)  # on the server's: 5 s, within the margin

@@ -14,7 +14,7 @@ import pytest
 from tf_cluster import CHART, ROOT, progress
 
 sys.path.insert(0, str(CHART / "files"))
-import launcher  # noqa: E402
+import tf_cluster_launcher.progress as launcher_progress  # noqa: E402
 
 CORPUS = ROOT / "tests" / "progress-corpus"
 CASES = sorted(CORPUS.glob("*.txt"))
@@ -38,8 +38,8 @@ def text_of(case: Path) -> str:
 
 
 def launcher_reading(data: bytes, chunk: int) -> dict:
-    state = launcher.Progress()
-    lines = launcher.Lines(state.feed)
+    state = launcher_progress.Progress()
+    lines = launcher_progress.Lines(state.feed)
     for i in range(0, len(data), chunk):
         lines.feed(data[i : i + chunk])
     lines.feed(b"", final=True)
@@ -69,14 +69,14 @@ def test_the_launcher_reads_the_same_from_its_childs_output_in_chunks_of_any_siz
 @pytest.mark.parametrize("case", CASES, ids=lambda p: p.stem)
 def test_both_readers_agree_after_every_line(case):
     tooling, seen = progress.TaskProgress(), []
-    state = launcher.Progress()
+    state = launcher_progress.Progress()
 
     def both(line):
         state.feed(line)
         tooling.feed(line)
         seen.append((line, comparable(state.reading()), comparable(tooling.reading())))
 
-    lines = launcher.Lines(both)
+    lines = launcher_progress.Lines(both)
     lines.feed(case.read_bytes(), final=True)
     assert [line for line, _, _ in seen] == text_of(case).splitlines()  # the lines a whole log splits into
     for line, by_launcher, by_tooling in seen:
@@ -85,11 +85,12 @@ def test_both_readers_agree_after_every_line(case):
 
 def test_the_launchers_rules_are_the_toolings():
     for name in ("ANSI", "KERAS_EPOCH", "KERAS_METRIC", "KERAS_STEP_TIME"):
-        assert getattr(launcher, name).pattern == getattr(progress, name).pattern, name
-    assert launcher.KERAS_BAR.pattern.replace("\\u2501", "━") == progress.KERAS_BAR.pattern
-    assert (launcher.PREFIX, launcher.KINDS, launcher.PER_SECOND) == (
+        assert getattr(launcher_progress, name).pattern == getattr(progress, name).pattern, name
+    assert launcher_progress.KERAS_BAR.pattern.replace("\\u2501", "━") == progress.KERAS_BAR.pattern
+    assert (launcher_progress.PREFIX, launcher_progress.KINDS, launcher_progress.PER_SECOND) == (
         progress.PREFIX,
         progress.KINDS,
         progress.PER_SECOND,
     )
-    assert (launcher.READING_COUNTS, launcher.READING_RATES) == (progress.READING_COUNTS, progress.READING_RATES)
+    readings = (launcher_progress.READING_COUNTS, launcher_progress.READING_RATES)
+    assert readings == (progress.READING_COUNTS, progress.READING_RATES)

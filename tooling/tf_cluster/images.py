@@ -19,6 +19,8 @@ import yaml
 
 from . import CHART, IMAGES, REQUIREMENTS, work_dir
 
+CACHES = shutil.ignore_patterns("__pycache__", "*.pyc")  # what importing the launcher in tests leaves
+
 DEFAULT_REPOSITORY = "tf-cluster-trainer"
 DEFAULT_BASE = "python:3.11-slim-bookworm"
 
@@ -136,6 +138,7 @@ def assemble(
     (out / "requirements.txt").write_text(requirements(variant))
     (out / "constraints.txt").write_text(constraints())
     shutil.copy2(CHART / "files" / "launcher.py", out / "launcher.py")
+    shutil.copytree(CHART / "files" / "tf_cluster_launcher", out / "tf_cluster_launcher", ignore=CACHES)
     for f in sorted((IMAGES / "trainers").glob("*.py")):
         shutil.copy2(f, out / "trainers" / f.name)
     return Context(variant, out, digest(out), repository, flavor)

@@ -13,7 +13,7 @@ In a notebook (the chart's `notebook.coordinator: true`, strategy parameterServe
 `connect()` renews a heartbeat in the ConfigMap named like the chief Job every few seconds from a
 daemon thread: while the kernel lives, the servers serve it. `done()` marks it done; a kernel
 that dies (or is culled) stops renewing it, and the servers stop on their own after
-`notebook.heartbeatTimeoutSeconds` (launcher.py, heartbeat_condition). A ConfigMap, not a Lease:
+`notebook.heartbeatTimeoutSeconds` (tf_cluster_launcher/leader.py, heartbeat_condition). A ConfigMap, not a Lease:
 Argo CD never syncs Leases (they are in its built-in resource exclusions).
 
 In the notebook pod's init container:
@@ -26,6 +26,7 @@ it makes one and stores it there first (once: the chart renders that Secret with
 no token is in any manifest and every render is the same). It also copies the example
 notebooks of the image (/opt/tf-cluster/notebooks) into the notebook root once.
 """
+
 import base64
 import datetime
 import json
@@ -38,7 +39,7 @@ import threading
 import time
 import urllib.error
 
-import launcher
+from tf_cluster_launcher import kubeapi
 
 EXAMPLES = "/opt/tf-cluster/notebooks"
 
@@ -61,8 +62,10 @@ def micro_time(t=None):
 def heartbeat_path():
     name = env("TF_CLUSTER_HEARTBEAT")
     if not name:
-        raise RuntimeError("TF_CLUSTER_HEARTBEAT is not set: this notebook is not the coordinator of a "
-                           "tf-cluster release (set notebook.coordinator=true with strategy parameterServer)")
+        raise RuntimeError(
+            "TF_CLUSTER_HEARTBEAT is not set: this notebook is not the coordinator of a "
+            "tf-cluster release (set notebook.coordinator=true with strategy parameterServer)"
+        )
     return "/api/v1/namespaces/%s/configmaps/%s" % (env("TF_CLUSTER_NAMESPACE", "default"), name)
 
 
@@ -83,7 +86,7 @@ class Session:
         data = {"holderIdentity": self.identity, "renewTime": micro_time()}
         if first:  # a new session: clear a done mark a previous kernel of this run left
             data.update(acquireTime=data["renewTime"], done=None)
-        launcher.api(heartbeat_path(), method="PATCH", body={"data": data})
+        kubeapi.api(heartbeat_path(), method="PATCH", body={"data": data})
         self.beats += 1
 
     def _run(self):
@@ -99,8 +102,7 @@ class Session:
     def done(self):
         """Tell the ps and worker servers this session is over: they stop and their Jobs complete."""
         self.stopped.set()
-        launcher.api(heartbeat_path(), method="PATCH",
-                     body={"data": {"done": micro_time(), "holderIdentity": None}})
+        kubeapi.api(heartbeat_path(), method="PATCH", body={"data": {"done": micro_time(), "holderIdentity": None}})
         say("session done: the ps and worker servers stop within %ss" % env("TF_CLUSTER_POLL_SECONDS", "5"))
 
     def __repr__(self):
@@ -112,8 +114,10 @@ def connect(interval=None):
     """Become the coordinator the release's ps and worker servers serve; returns the Session."""
     session = Session(interval)
     cluster = json.loads(env("TF_CONFIG", "{}")).get("cluster", {})
-    say("coordinator of %s; heartbeat every %ss" % (
-        ", ".join("%d %s" % (len(v), k) for k, v in sorted(cluster.items())), session.interval))
+    say(
+        "coordinator of %s; heartbeat every %ss"
+        % (", ".join("%d %s" % (len(v), k) for k, v in sorted(cluster.items())), session.interval)
+    )
     return session
 
 
@@ -127,7 +131,7 @@ def tensorboard_url():
 
 def secret_token(secret, key):
     path = "/api/v1/namespaces/%s/secrets/%s" % (env("TF_CLUSTER_NAMESPACE", "default"), secret)
-    obj = launcher.api(path)
+    obj = kubeapi.api(path)
     data = obj.get("data") or {}
     if data.get(key):
         return base64.b64decode(data[key]).decode().strip(), obj, path
@@ -142,21 +146,27 @@ def ensure_token():
             token, obj, path = secret_token(secret, key)
         except urllib.error.HTTPError as e:
             if e.code == 404:
-                raise SystemExit("Secret %s does not exist. Create it (kubectl create secret generic %s "
-                                 "--from-literal=%s=$(python3 -c 'import secrets; print(secrets.token_hex(24))')) "
-                                 "or unset notebook.auth.existingSecret so the chart makes one" % (secret, secret, key))
+                raise SystemExit(
+                    "Secret %s does not exist. Create it (kubectl create secret generic %s "
+                    "--from-literal=%s=$(python3 -c 'import secrets; print(secrets.token_hex(24))')) "
+                    "or unset notebook.auth.existingSecret so the chart makes one" % (secret, secret, key)
+                ) from None
             raise
         if token:
             return token
         if not create:
-            raise SystemExit("Secret %s has no key %r: add it (kubectl patch secret %s --type merge -p "
-                             "'{\"stringData\":{\"%s\":\"<token>\"}}') or set notebook.auth.existingSecretKey"
-                             % (secret, key, secret, key))
+            raise SystemExit(
+                "Secret %s has no key %r: add it (kubectl patch secret %s --type merge -p "
+                '\'{"stringData":{"%s":"<token>"}}\') or set notebook.auth.existingSecretKey'
+                % (secret, key, secret, key)
+            )
         token = secrets.token_hex(24)
-        body = {"metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
-                "data": {key: base64.b64encode(token.encode()).decode()}}
+        body = {
+            "metadata": {"resourceVersion": obj["metadata"]["resourceVersion"]},
+            "data": {key: base64.b64encode(token.encode()).decode()},
+        }
         try:
-            launcher.api(path, method="PATCH", body=body)
+            kubeapi.api(path, method="PATCH", body=body)
             say("made the notebook's token and stored it in Secret %s (key %s)" % (secret, key))
             return token
         except urllib.error.HTTPError as e:

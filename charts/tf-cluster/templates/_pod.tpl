@@ -25,7 +25,7 @@ metadata:
     {{- toYaml . | nindent 4 }}
     {{- end }}
   annotations:
-    checksum/launcher: {{ $ctx.Files.Get "files/launcher.py" | sha256sum | trunc 16 }}
+    tf-cluster.io/launcher-protocol: {{ include "tf-cluster.launcherProtocol" $ctx | quote }}
     {{- with $gangMeta.annotations }}
     {{- toYaml . | nindent 4 }}
     {{- end }}

@@ -56,8 +56,7 @@ emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code
   emptyDir: {}
   {{- end }}
 - name: launcher
-  configMap:
-    name: {{ $fullname }}-launcher
+  {{- include "tf-cluster.launcherVolume" . | nindent 2 }}
 {{- range $vol := splitList " " (include "tf-cluster.storageVolumes" .) }}
 {{- $cfg := index $.Values.storage $vol }}
 {{- if eq $cfg.type "emptyDir" }}
@@ -90,3 +89,28 @@ emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code
     sizeLimit: {{ .Values.shmSize }}
 {{- end }}
 {{- end -}}
+
+{{/* The launcher's ConfigMap as a volume at /opt/tf-cluster/launcher: launcher.py and its package,
+tf_cluster_launcher/ (a ConfigMap's key cannot hold a "/": the items put them in place). */}}
+{{- define "tf-cluster.launcherVolume" -}}
+configMap:
+  name: {{ include "tf-cluster.fullname" . }}-launcher
+  items:
+    - key: launcher.py
+      path: launcher.py
+    {{- range $path, $_ := .Files.Glob "files/tf_cluster_launcher/*.py" }}
+    - key: tf_cluster_launcher.{{ base $path }}
+      path: tf_cluster_launcher/{{ base $path }}
+    {{- end }}
+    {{- if .Values.notebook.enabled }}
+    - key: tf_cluster_notebook.py
+      path: tf_cluster_notebook.py
+    {{- end }}
+{{- end }}
+
+{{/* The launcher's protocol (files/tf_cluster_launcher/__init__.py, PROTOCOL): what names its
+behaviour in every pod template, so that an edit which changes no behaviour renames no Job. */}}
+{{- define "tf-cluster.launcherProtocol" -}}
+{{- $line := regexFind "(?m)^PROTOCOL = [0-9]+$" (.Files.Get "files/tf_cluster_launcher/__init__.py") -}}
+{{- required "files/tf_cluster_launcher/__init__.py declares no PROTOCOL = <number>" (trimPrefix "PROTOCOL = " $line) -}}
+{{- end }}

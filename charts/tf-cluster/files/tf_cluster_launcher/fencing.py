@@ -1,0 +1,130 @@
+"""Fencing pods stranded on a lost node: marked Failed once past their deletion deadline, so their
+Job replaces them."""
+
+from __future__ import annotations
+
+import time
+import urllib.error
+import urllib.request
+
+from .common import ConfigError, env, log
+from .events import EVENTS
+from .informer import Informer
+from .kubeapi import api
+from .leader import parse_time
+from .peerpods import host_key, pod_host, slim_pod
+from .tfconfig import cluster_of, peer_hosts
+
+
+def stranded(pod, now, after):
+    """Is `pod` deleted but unfinished `after` seconds past its deletion deadline (no kubelet ended it)?"""
+    deadline = parse_time(pod.get("metadata", {}).get("deletionTimestamp") or "")
+    phase = pod.get("status", {}).get("phase")
+    return deadline is not None and phase not in ("Succeeded", "Failed") and now - deadline >= after
+
+
+def fence_stranded(namespace, pods, after, now=None):
+    """Mark Failed those of `pods` stranded on a lost node; returns their names."""
+    now = time.time() if now is None else now
+    fenced = []
+    for pod in pods:
+        if not stranded(pod, now, after):
+            continue
+        name, node = pod["metadata"]["name"], pod.get("spec", {}).get("nodeName", "?")
+        log(
+            "fencing %s: deleted but still %s %ds past its deadline, so node %s is not answering; "
+            "marking it Failed so its Job replaces it"
+            % (name, pod.get("status", {}).get("phase"), now - parse_time(pod["metadata"]["deletionTimestamp"]), node)
+        )
+        message = (
+            "tf-cluster launcher: node %s stopped answering; the pod was deleted and never "
+            "confirmed by its kubelet (fenced)" % node
+        )
+        api(
+            "/api/v1/namespaces/%s/pods/%s/status" % (namespace, name),
+            method="PATCH",
+            body={"status": {"phase": "Failed", "reason": "NodeLost", "message": message}},
+        )
+        EVENTS.record(
+            "FencedPeer",
+            "marked pod %s Failed (NodeLost): node %s stopped answering and the "
+            "pod's deletion was never confirmed; its Job replaces it" % (name, node),
+            warning=True,
+        )
+        fenced.append(name)
+    return fenced
+
+
+def fences(tf_config, role, index):
+    """Is this task one of the release's fencers? A few tasks watch the release's pods, not all (a
+    watch of N pods by each of N tasks is N*N events): the first two of the leading role (the
+    chief, else the workers) and the first of each other role in TF_CONFIG, so that a fencer
+    survives the loss of any one node under a topology spread. The ParameterServer coordinator
+    always fences (it restarts when a peer is lost)."""
+    cluster = cluster_of(tf_config)
+    if role not in cluster:
+        return False
+    leading = "chief" if cluster.get("chief") else "worker"
+    if role == leading and index < 2:
+        return True
+    return index == 0
+
+
+def lost_peers(pods, fenced, hosts):
+    """The names of `pods` lost with their node (fenced before, reason NodeLost, or just now: in
+    `fenced`) that back one of `hosts`, the coordinator's TF_CONFIG: the evaluator, TensorBoard and
+    the notebook are not its peers, and their loss is no reason to restart it."""
+    keys = {host_key(h) for h in hosts}
+    return {
+        p["metadata"]["name"]
+        for p in pods
+        if (p.get("status", {}).get("reason") == "NodeLost" or p["metadata"]["name"] in fenced) and pod_host(p) in keys
+    }
+
+
+def fence_loop(stop_event, on_peer_lost=None):
+    """Fence stranded pods, checked every TF_CLUSTER_FENCE_SECONDS against the release's pods as a
+    watch keeps them (no request per check). With `on_peer_lost` (the ParameterServer
+    coordinator), call it once when a pod of the release is newly lost with its node:
+    TensorFlow's coordinator waits on RPCs to a worker whose machine vanished (no reset, no error)
+    until TCP gives up, ~15 minutes; restarting it reconnects it to the replacement."""
+    every = float(env("TF_CLUSTER_FENCE_SECONDS", "0"))
+    after = float(env("TF_CLUSTER_FENCE_AFTER", "10"))
+    namespace, selector = env("TF_CLUSTER_NAMESPACE"), env("TF_CLUSTER_RELEASE_SELECTOR")
+    pods = Informer(
+        "/api/v1/namespaces/%s/pods" % namespace,
+        label_selector=selector,
+        name="the release's pods",
+        keep=slim_pod,
+        page=250,
+    ).start()
+    warned, known = False, None
+    hosts = peer_hosts(env("TF_CONFIG")) if on_peer_lost is not None else []
+    while not stop_event.wait(every):
+        if pods.forbidden:
+            log(
+                "cannot watch the release's pods to fence a lost node's (%s): the launcher's Role "
+                "must allow list and watch on pods" % pods.forbidden
+            )
+            return
+        if not pods.synced.is_set():
+            continue
+        current = pods.snapshot()
+        if pods.clock_offset is None:
+            continue  # no answer from the API server yet to read its clock from
+        try:
+            # the deletion deadline is the API server's time: compared on its clock, not this node's
+            fenced = fence_stranded(namespace, current, after, now=time.time() + pods.clock_offset)
+            warned = False
+        except (ConfigError, urllib.error.URLError, OSError, ValueError, KeyError) as e:
+            if not warned:  # an API outage: said once, retried quietly
+                log("cannot fence pods stranded on lost nodes (will retry): %s" % e)
+                warned = True
+            continue
+        if on_peer_lost is not None:
+            lost = lost_peers(current, set(fenced), hosts)
+            if known is not None and lost - known:
+                pods.stop()
+                on_peer_lost(sorted(lost - known))
+                return
+            known = lost

@@ -1,0 +1,220 @@
+"""A collection's objects kept current (LIST, then WATCH, again after each end), and the API server's
+clock offset."""
+
+from __future__ import annotations
+
+import http.client
+import socket
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from .common import ConfigError, log
+from .kubeapi import WatchExpired, api, api_watch, socket_of
+
+# One WATCH request lasts this long (randomized, as client-go's reflector does, so that the tasks of
+# a large release do not all come back at once); a task's steady state is a request per 5-10 min.
+WATCH_SECONDS = (300, 600)
+
+
+class Informer:
+    """A collection's objects kept current: one LIST, then WATCH from its resourceVersion, again
+    each time a watch ends (the server's timeout, a dropped connection, an API server restart: with
+    backoff up to 30 s); a new LIST only when the resourceVersion is too old (410 Gone). What
+    client-go's informer does, for one reader, with the standard library. Counts its requests."""
+
+    def __init__(
+        self,
+        path,
+        label_selector=None,
+        field_selector=None,
+        name="objects",
+        keep=None,
+        page=None,
+        remember_deleted=False,
+    ):
+        from urllib.parse import quote
+
+        self.remember_deleted = remember_deleted  # keep the last state of deleted objects (gone())
+        self.keep = keep or (lambda obj: obj)  # what is kept of each object: a release's pods are big
+        # page=None: a LIST the API server answers from its watch cache (resourceVersion=0), for the
+        # few objects a selector picks. Read from etcd instead, a selector that picks one pod of
+        # 4096 has the API server decode all of them (~600 MB): 32 such LISTs at once timed out.
+        # page=N: the release's pods, all of them wanted, in pages of N from etcd, so that no one
+        # answer is ~600 MB to parse.
+        self.page = page
+        query = []
+        if label_selector:
+            query.append("labelSelector=" + quote(label_selector))
+        if field_selector:
+            query.append("fieldSelector=" + quote(field_selector))
+        self.path = path + ("?" + "&".join(query) if query else "")
+        self.name = name
+        self.items = {}
+        self.deleted = {}  # name -> its last state, for objects deleted since they were seen
+        self.synced = threading.Event()
+        self.synced_at = None  # monotonic time of the first LIST
+        self.changed = threading.Condition()
+        self.error = None
+        self.forbidden = None
+        self.requests = 0
+        self.clock_offset = None  # the API server's clock minus ours (server_offset), from its last answer
+        self._stop = threading.Event()
+        self._thread = None
+        self._resp = None
+
+    def start(self):
+        self._thread = threading.Thread(target=self.run, daemon=True, name="informer " + self.name)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        """Stop watching: the open watch is closed now, not at its end (minutes later)."""
+        self._stop.set()
+        sock = socket_of(self._resp) if self._resp is not None else None
+        if sock is not None:
+            try:  # a shutdown wakes the thread blocked reading it (a close would not)
+                sock.shutdown(socket.SHUT_RDWR)
+            except (OSError, ValueError):
+                pass
+
+    def _opened(self, resp):
+        self._resp = resp
+        offset = server_offset(resp.headers.get("Date"), time.time())
+        if offset is not None:
+            self.clock_offset = offset
+        if self._stop.is_set():
+            self.stop()
+
+    def snapshot(self):
+        with self.changed:
+            return list(self.items.values())
+
+    def wait_for_change(self, timeout):
+        with self.changed:
+            self.changed.wait(timeout)
+
+    def gone(self):
+        """The objects deleted since they were seen, each as it was last seen."""
+        with self.changed:
+            return dict(self.deleted)
+
+    def _replace(self, items):
+        with self.changed:
+            if self.remember_deleted:
+                for key in set(self.items) - set(items):  # deleted while no watch was open
+                    self.deleted[key] = self.items[key]
+            self.items = items
+            if self.synced_at is None:
+                self.synced_at = time.monotonic()
+            self.synced.set()
+            self.changed.notify_all()
+
+    def _apply(self, kind, obj):
+        key = obj.get("metadata", {}).get("name")
+        with self.changed:
+            if kind == "DELETED":  # its last state: a finished Job deleted at once still says how it ended
+                self.items.pop(key, None)
+                if self.remember_deleted:
+                    self.deleted[key] = obj
+            else:
+                self.items[key] = obj
+            self.changed.notify_all()
+
+    def run(self):
+        import random
+
+        rv, backoff, failures = None, 1.0, 0
+        while not self._stop.is_set():
+            try:
+                sep = "&" if "?" in self.path else "?"
+                if rv is None:
+                    rv = self._list(sep)
+                self.requests += 1
+                for event in api_watch(
+                    "%s%sresourceVersion=%s" % (self.path, sep, rv),
+                    random.randint(*WATCH_SECONDS),
+                    on_open=self._opened,
+                ):
+                    obj = event.get("object") or {}
+                    rv = obj.get("metadata", {}).get("resourceVersion") or rv
+                    if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
+                        self._apply(event["type"], self.keep(obj))
+                    if self._stop.is_set():
+                        return
+                backoff, failures = 1.0, 0
+            except WatchExpired:
+                rv = None
+            except urllib.error.HTTPError as e:
+                if e.code == 410:
+                    rv = None
+                    continue
+                if e.code in (401, 403):
+                    self.forbidden = "%s %s" % (e.code, e.reason)
+                    with self.changed:
+                        self.changed.notify_all()
+                    return
+                failures, backoff = self._failed(e, failures, backoff)
+            except (
+                ConfigError,
+                urllib.error.URLError,
+                OSError,
+                ValueError,
+                KeyError,
+                AttributeError,
+                http.client.HTTPException,
+            ) as e:
+                if self._stop.is_set():
+                    return  # stop() closed the watch under us
+                failures, backoff = self._failed(e, failures, backoff)
+
+    def _list(self, sep):
+        """LIST (from the watch cache, or page by page: one snapshot, the pages share its
+        resourceVersion; an expired continue token is a 410, and the LIST starts again); returns
+        the resourceVersion the WATCH goes on from."""
+        from urllib.parse import quote
+
+        items, token = {}, None
+        while True:
+            self.requests += 1
+            if self.page is None:
+                data = api("%s%sresourceVersion=0" % (self.path, sep))
+            else:
+                data = api("%s%slimit=%d%s" % (self.path, sep, self.page, "&continue=" + quote(token) if token else ""))
+            for o in data.get("items") or []:
+                items[o["metadata"]["name"]] = self.keep(o)
+            token = data.get("metadata", {}).get("continue")
+            if not token:
+                self._replace(items)
+                return data.get("metadata", {}).get("resourceVersion")
+
+    def _failed(self, e, failures, backoff):
+        import random
+
+        self.error = e
+        failures += 1
+        if failures == 1 or failures % 10 == 0:
+            log("cannot watch %s (%s); retrying (attempt %d)" % (self.name, e, failures))
+        self._stop.wait(backoff * (0.5 + random.random()))
+        return failures, min(30.0, backoff * 2)
+
+
+# ------------------------------------------------------------ running
+
+# ------------------------------------------------------------ fencing pods of a lost node
+
+
+def server_offset(date, local_now):
+    """The API server's clock minus this node's, from an answer's Date header (whole seconds:
+    the offset is rounded towards the server being behind, so that it never makes a pod look
+    stranded sooner), or None when there is none."""
+    if not date:
+        return None
+    from email.utils import parsedate_to_datetime
+
+    try:
+        server = parsedate_to_datetime(date).timestamp()
+    except (TypeError, ValueError, IndexError):
+        return None
+    return server - local_now  # the header is truncated to the second: the server's "now" is up to 1 s later

@@ -1,0 +1,96 @@
+"""The Kubernetes API with the pod's token: one request, or a WATCH stream, over the standard library."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import ssl
+import urllib.request
+
+from .common import ConfigError, env
+
+SA_DIR = os.environ.get("TF_CLUSTER_SA_DIR", "/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+# ------------------------------------------------------------ leader status
+
+
+def api_open(path, method="GET", body=None, content_type="application/merge-patch+json", timeout=10):
+    """One Kubernetes API request with the pod's service account token: the open response."""
+    host, port = env("KUBERNETES_SERVICE_HOST"), env("KUBERNETES_SERVICE_PORT", "443")
+    if not host:
+        raise ConfigError(
+            "not in a Kubernetes pod (KUBERNETES_SERVICE_HOST unset) and TF_CLUSTER_LEADER_STATUS_FILE not given"
+        )
+    if ":" in host:
+        host = "[%s]" % host
+    with open(os.path.join(SA_DIR, "token")) as f:
+        token = f.read().strip()
+    ctx = ssl.create_default_context(cafile=os.path.join(SA_DIR, "ca.crt"))
+    headers = {"Authorization": "Bearer " + token, "Accept": "application/json"}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        headers["Content-Type"] = content_type
+    req = urllib.request.Request("https://%s:%s%s" % (host, port, path), data=data, headers=headers, method=method)
+    return urllib.request.urlopen(req, timeout=timeout, context=ctx)
+
+
+def api(path, method="GET", body=None, content_type="application/merge-patch+json"):
+    """One Kubernetes API call with the pod's service account token; the decoded JSON answer."""
+    with api_open(path, method, body, content_type) as resp:
+        return json.load(resp)
+
+
+class WatchExpired(Exception):
+    """The watch's resourceVersion is too old (410 Gone): LIST again."""
+
+
+def api_watch(path, timeout_seconds, on_open=None):
+    """The events of one WATCH request (a JSON object per line) until the server ends it after
+    `timeout_seconds` (or the connection drops: the exception reaches the caller). `on_open` gets
+    the open response (closing it from another thread ends the watch)."""
+    sep = "&" if "?" in path else "?"
+    resp = api_open(
+        "%s%swatch=1&allowWatchBookmarks=true&timeoutSeconds=%d" % (path, sep, timeout_seconds),
+        timeout=timeout_seconds + 30,
+    )
+    keepalive(resp)
+    if on_open is not None:
+        on_open(resp)
+    with resp:
+        for line in resp:
+            if not line.strip():
+                continue
+            event = json.loads(line)
+            if event.get("type") == "ERROR":
+                status = event.get("object") or {}
+                if status.get("code") == 410:
+                    raise WatchExpired(status.get("message", "too old resource version"))
+                raise ValueError("watch error: %s" % status.get("message", status))
+            yield event
+
+
+def socket_of(resp):
+    """The socket under an open urllib response (None if there is no plain one: a proxy, another
+    Python)."""
+    try:
+        return resp.fp.raw._sock
+    except AttributeError:
+        return None
+
+
+def keepalive(resp):
+    """TCP keepalives on a watch's connection: a peer that vanished without a reset (a dropped NAT
+    entry, a load balancer's idle cut) is found in ~1 minute, not at the watch's end."""
+    sock = socket_of(resp)
+    if sock is None:
+        return  # the watch's own end still bounds it
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        for opt, value in (("TCP_KEEPIDLE", 30), ("TCP_KEEPINTVL", 10), ("TCP_KEEPCNT", 3)):
+            if hasattr(socket, opt):
+                sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, opt), value)
+    except OSError:
+        pass

@@ -1,0 +1,349 @@
+"""A task from start to exit code: the signal handlers, the peer wait, the child, and what its exit
+means; `--check` for `helm test`."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+import urllib.error
+import urllib.request
+
+from .child import start_child, stop_child
+from .common import (
+    ABANDONED,
+    EXIT_CONFIG,
+    EXIT_LEADER_FAILED,
+    EXIT_PEER_LOST,
+    EXIT_PEERS_TIMEOUT,
+    GONE,
+    SUCCESS,
+    UNWATCHABLE,
+    ConfigError,
+    Stopped,
+    env,
+    log,
+)
+from .events import EVENTS
+from .fencing import fence_loop, fences
+from .leader import leader_condition, leader_condition_at_start, leader_condition_or_empty, leader_name, watch_leader
+from .metrics import Metrics
+from .peerpods import wait_for_peer_pods
+from .progress import echo_metrics
+from .tfconfig import peer_hosts, peers_needed, wait_for_peers
+
+
+def run(argv):
+    if not argv:
+        log("no command given: usage: launcher.py -- <command> [args...]")
+        return EXIT_CONFIG
+    outcome = {}  # "signal": the first one received; "leader": how the leading Job ended; "killed"
+    task = {"proc": None, "starting": False}
+    grace = float(env("TF_CLUSTER_STOP_GRACE", "20"))
+
+    def kill_if_running(signum):
+        proc = task["proc"]
+        if proc.poll() is None:
+            log(
+                "child still running %ss after signal %d (TensorFlow catches SIGTERM in multi-worker "
+                "runs); killing it" % (grace, signum)
+            )
+            outcome["killed"] = True
+            proc.kill()
+
+    def forward(signum):
+        proc = task["proc"]
+        log("got signal %d; forwarding to the child (it has %ss to exit)" % (signum, grace))
+        if proc.poll() is None:
+            proc.send_signal(signum)
+            if "timer" not in outcome:  # TF's coordination service catches SIGTERM and trains on: bound it
+                outcome["timer"] = threading.Timer(grace, kill_if_running, args=(signum,))
+                outcome["timer"].daemon = True
+                outcome["timer"].start()
+
+    def on_signal(signum, _frame):
+        """Installed first: the launcher is the container's PID 1, and the kernel ignores a signal
+        PID 1 left at its default action, so without this a pod deleted while it waits for its peers
+        would wait for the kubelet's SIGKILL."""
+        outcome.setdefault("signal", signum)
+        if task["proc"] is not None:
+            forward(signum)
+        elif not task["starting"]:
+            raise Stopped(signum)
+        # else: the child is being started; run_task forwards the signal once it exists
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    metrics = None
+    try:
+        metrics = Metrics.from_env()  # None: metrics.enabled=false, the child writes to our stdout itself
+        return TaskRun(argv, outcome, task, grace, forward, metrics).run()
+    except Stopped as e:
+        log("got signal %d before the command started; exiting %d without starting it" % (e.signum, 128 + e.signum))
+        if metrics is not None:
+            metrics.set_state("exited")
+        return 128 + e.signum
+
+
+def leader_exit(cond, already):
+    """The exit code and log line of a task whose leading Job ended as `cond` (the watch's word), the
+    child stopped (or, `already`, never started)."""
+    what = leader_name()
+    if cond == UNWATCHABLE:
+        log("task stopped (exit %d): a task that cannot watch %s would never end" % (EXIT_CONFIG, what))
+        return EXIT_CONFIG
+    if cond == GONE:
+        log(
+            "%s no longer exists; task stopped (exit %d: this run cannot complete; install or upgrade the "
+            "release for a new one)" % (what, EXIT_LEADER_FAILED)
+        )
+        EVENTS.record(
+            "LeaderGone", "%s no longer exists: task stopped (exit %d)" % (what, EXIT_LEADER_FAILED), warning=True
+        )
+        return EXIT_LEADER_FAILED
+    if not already and cond in ("Complete", "Failed"):
+        EVENTS.record(
+            "StoppedWithLeader",
+            "%s is %s: task stopped (exit %d)" % (what, cond, 0 if cond == "Complete" else EXIT_LEADER_FAILED),
+            warning=cond == "Failed",
+        )
+    if already:
+        log("%s is already %s; nothing to do" % (what, cond))
+        return EXIT_LEADER_FAILED if cond == "Failed" else 0
+    if cond == "Complete":
+        if env("TF_CLUSTER_HEARTBEAT"):
+            log("%s is done; task stopped (exit 0)" % what)
+        else:
+            log("leading Job completed; task stopped (exit 0)")
+        return 0
+    if cond == ABANDONED:
+        log(
+            "%s is gone; task stopped (exit 0): reinstall or upgrade the release (a new run) to serve "
+            "a new session" % what
+        )
+        return 0
+    log("leading Job failed; task stopped (exit %d)" % EXIT_LEADER_FAILED)
+    return EXIT_LEADER_FAILED
+
+
+class TaskRun:
+    """One task's run, from its peer wait to its exit code: `run` below installs the signal handlers
+    and hands the shared state over (`outcome`: "signal", the first one received; "leader", how the
+    leading Job ended; "killed". `task`: the child process once started, "starting" while it is)."""
+
+    def __init__(self, argv, outcome, task, grace, forward, metrics):
+        self.argv, self.outcome, self.task, self.grace, self.forward = argv, outcome, task, grace, forward
+        self.metrics = metrics
+        self.role, self.index = env("TF_CLUSTER_ROLE", "task"), int(env("TF_TASK_INDEX", "0") or 0)
+        self.stops_with_leader = env("TF_CLUSTER_STOP_WITH_LEADER") == "true"
+        self.coordinator = env("TF_CLUSTER_STRATEGY") == "parameterServer" and self.role == "chief"
+        self.fencing = threading.Event()  # never set: the fence runs as long as the task
+        self.stop_event = threading.Event()  # the child has exited: the helper threads end
+        self.peer_lost = {}
+
+    def set_state(self, state, unless=()):
+        if self.metrics is not None:
+            self.metrics.set_state(state, unless=unless)
+
+    def ended(self, code):
+        """The task ends before its child started: the helper threads stop."""
+        self.set_state("exited")
+        self.stop_event.set()
+        return code
+
+    def finished_exit(self):
+        return self.ended(leader_exit(self.outcome["leader"], already=True))
+
+    def run(self):
+        try:
+            hosts = peers_needed(env("TF_CONFIG"), env("TF_CLUSTER_STRATEGY"), self.role)
+            fencer = fences(env("TF_CONFIG"), self.role, self.index)
+        except ConfigError as e:
+            log(str(e))
+            return EXIT_CONFIG
+        fencer = fencer and float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0
+        if fencer and not self.coordinator:
+            threading.Thread(target=fence_loop, daemon=True, args=(self.fencing,)).start()
+        if self.metrics is not None:
+            self.metrics.serve()
+        if self.stops_with_leader and self.follow_leader():
+            return self.finished_exit()
+        code = self.wait_for_peers(hosts)
+        if code is not None:
+            return code
+        if "leader" in self.outcome:
+            return self.finished_exit()
+        prepare_child_env()
+        log("starting: %s" % " ".join(self.argv))
+        self.task["starting"] = True  # a signal from here on waits for the child, then is forwarded to it
+        try:
+            proc, pumps = start_child(self.argv, self.metrics)
+        except OSError as e:
+            log("cannot start %s: %s" % (self.argv[0], e))
+            return self.ended(127)
+        return self.supervise(proc, pumps, fencer and self.coordinator)
+
+    def follow_leader(self):
+        """Watch the leading Job from the start (it may end, or be deleted, while this task waits for
+        its peers). True when it has ended already: a replacement started after the run exits at once."""
+        cond = leader_condition_at_start()
+        if cond:
+            self.outcome["leader"] = cond
+            return True
+
+        def on_finished(cond):
+            self.outcome["leader"] = cond
+            self.set_state("stopped_by_leader")
+            if self.task["proc"] is not None:
+                stop_child(self.task["proc"], self.grace)
+
+        poll = float(env("TF_CLUSTER_POLL_SECONDS", "5"))
+        threading.Thread(target=watch_leader, daemon=True, args=(poll, on_finished, self.stop_event)).start()
+        return False
+
+    def wait_for_peers(self, hosts):
+        """None once the peers resolve (or none are needed), else the exit code."""
+        if not hosts or env("TF_CLUSTER_WAIT_FOR_PEERS", "true") != "true":
+            return None
+        timeout = float(env("TF_CLUSTER_PEER_TIMEOUT", "600"))
+        if self.metrics is not None:
+            self.metrics.waiting(time.monotonic())
+
+        def give_up():
+            return "leader" in self.outcome
+
+        missing = wait_for_peer_pods(hosts, timeout, give_up=give_up)
+        if missing is None:
+            missing = wait_for_peers(hosts, timeout, give_up=give_up)
+        if self.metrics is not None:
+            self.metrics.waited_until(time.monotonic())
+        if "leader" in self.outcome:
+            return self.finished_exit()
+        if missing:
+            log(
+                "gave up after %ds: %d peer(s) never resolved: %s. Check that their pods "
+                "exist (kubectl get pods) and that the headless Service publishes not-ready "
+                "addresses." % (timeout, len(missing), ", ".join(missing))
+            )
+            return self.ended(EXIT_PEERS_TIMEOUT)
+        return None
+
+    def supervise(self, proc, pumps, coordinator_fences):
+        """The child runs: forward what arrived while it started, echo hypertune's reports, fence as the
+        ParameterServer coordinator; then its exit code, read with what happened meanwhile."""
+        self.task["proc"] = proc
+        if "signal" in self.outcome:  # arrived while the child was being started
+            self.forward(self.outcome["signal"])
+        if "leader" in self.outcome:  # the leader ended while the child was being started
+            stop_child(proc, self.grace)
+        on_line = self.metrics.read_line if self.metrics is not None else None
+        echo = threading.Thread(target=echo_metrics, daemon=True, args=(self.stop_event,), kwargs={"on_line": on_line})
+        echo.start()
+        if coordinator_fences:
+            threading.Thread(target=fence_loop, daemon=True, args=(self.fencing, self.on_peer_lost)).start()
+        rc = proc.wait()
+        self.stop_event.set()
+        echo.join(5)
+        deadline = time.monotonic() + 5  # the child's last output; a process it left behind may hold the pipes
+        for t in pumps:
+            t.join(max(0.0, deadline - time.monotonic()))
+        self.set_state("exited", unless=("stopped_by_leader",))
+        return self.exit_code(rc)
+
+    def on_peer_lost(self, names):
+        log(
+            "%s lost with its node; restarting the coordinator (exit %d) so it reconnects to the "
+            "replacement from its last checkpoint: TensorFlow's coordinator would wait on the lost "
+            "worker's RPCs until TCP gives up (~15 min)" % (", ".join(names), EXIT_PEER_LOST)
+        )
+        self.peer_lost["names"] = names
+        stop_child(self.task["proc"], self.grace)
+
+    def exit_code(self, rc):
+        """The task's exit code once its child exited with `rc`."""
+        outcome = self.outcome
+        if outcome.get("leader"):
+            return leader_exit(outcome["leader"], already=False)
+        if "signal" in outcome and self.leader_succeeded():
+            return 0
+        if self.peer_lost:
+            log("coordinator stopped after a lost peer (exit %d): its Job starts it again" % EXIT_PEER_LOST)
+            EVENTS.record(
+                "RestartingCoordinator",
+                "a peer was lost with its node: the coordinator stops (exit %d) "
+                "and its Job starts it again, reconnecting to the replacement" % EXIT_PEER_LOST,
+                warning=True,
+            )
+            return EXIT_PEER_LOST
+        if "signal" in outcome and (outcome.get("killed") or rc == 0):
+            # killed after the grace, or it saved and exited 0 (as TensorFlow's preemption handling and
+            # many programs do): it did not finish, and its Job must run it again, not count it done
+            signum = outcome["signal"]
+            log(
+                "task stopped by signal %d before the run was over (the command %s; exit %d, so that its Job "
+                "runs it again)" % (signum, "was killed" if outcome.get("killed") else "exited 0", 128 + signum)
+            )
+            return 128 + signum
+        if rc < 0:
+            rc = 128 - rc
+        log("command exited with %d" % rc)
+        return rc
+
+    def leader_succeeded(self):
+        """Stopped by the pod's termination: when the leading Job has just completed, that is the Job
+        controller ending this (finished) Job's other tasks, not a failure."""
+        cond = leader_condition_or_empty() if (self.stops_with_leader or env("TF_CLUSTER_LEADER_JOB")) else ""
+        if cond in SUCCESS:
+            log("%s is %s; task stopped (exit 0)" % (leader_name(), cond))
+            return True
+        return False
+
+
+def prepare_child_env():
+    """What the child's environment needs from the launcher: a word when TF_CONFIG is absent, and
+    inter-op threads beside the intra-op ones the chart derives from the CPU limit."""
+    if not env("TF_CONFIG"):
+        log(
+            "TF_CONFIG is not set: this release has one training task, which trains without a "
+            "cluster (no gRPC server, no peers), as TFJob does. A program that reads "
+            "TF_CONFIG['task'] needs it: set tfConfig.alwaysSet=true."
+        )
+    intra = env("TF_NUM_INTRAOP_THREADS")
+    if intra.isdigit() and not env("TF_NUM_INTEROP_THREADS"):
+        # One inter-op thread deadlocks ParameterServerStrategy's fit (measured, TF 2.21).
+        os.environ["TF_NUM_INTEROP_THREADS"] = str(max(2, int(intra)))
+
+
+def check():
+    """`helm test`: the leading Job must not have failed; while it runs, peers must resolve."""
+    job = env("TF_CLUSTER_LEADER_JOB")
+    what = leader_name()
+    try:
+        cond = leader_condition()
+    except (ConfigError, urllib.error.URLError, OSError, ValueError) as e:
+        print("FAIL: cannot read %s: %s" % (what, e))
+        return 1
+    if cond == "Failed":
+        print("FAIL: Job %s failed; see kubectl describe job %s" % (job, job))
+        return 1
+    if cond == ABANDONED:
+        print("FAIL: %s stopped renewing its heartbeat; its servers stop (see the notebook's kernel)" % what)
+        return 1
+    if cond == "Complete":
+        print("OK: %s completed" % what)
+        return 0
+    missing = wait_for_peers(peer_hosts(env("TF_CONFIG")), float(env("TF_CLUSTER_PEER_TIMEOUT", "60")))
+    if missing:
+        print("FAIL: %s is running but these tasks do not resolve: %s" % (what, ", ".join(missing)))
+        return 1
+    print("OK: %s is running and every task resolves" % what)
+    return 0
+
+
+def main(args):
+    if args[:1] == ["--check"]:
+        return check()
+    if args[:1] == ["--"]:
+        args = args[1:]
+    return run(args)
