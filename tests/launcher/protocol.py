@@ -6,7 +6,8 @@ with a new number.
 The fingerprint is the launcher's code as Python runs it, wherever it lives: every top-level
 definition of every module (and of launcher.py), as its syntax tree, with docstrings, comments,
 layout and the package's own imports left out, and references through a sibling module
-(`kubeapi.api`) read as the name (`api`); the definitions sorted, plus the list of modules (each
+(`kubeapi.api`) read as the name (`api`), type annotations and imports for them (typing,
+`if TYPE_CHECKING:`) left out too; the definitions sorted, plus the list of modules (each
 is an item of every pod's launcher volume). So moving a function between modules, reformatting or
 rewording a comment or docstring keeps it; changing any statement, constant, log message, API
 path, environment name or exit code changes it. Renaming a local variable or splitting a function
@@ -30,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 FILES = ROOT / "charts" / "tf-cluster" / "files"
 LOCK = Path(__file__).with_name("protocols.json")
 PACKAGE = "tf_cluster_launcher"
+TYPES_ONLY = ("typing", "__future__")  # imports that change what the type checker sees, not what runs
 
 
 class Normalize(ast.NodeTransformer):
@@ -39,11 +41,33 @@ class Normalize(ast.NodeTransformer):
         self.modules = modules
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | None:
-        own = node.level > 0 or (node.module or "").split(".")[0] == PACKAGE
+        own = node.level > 0 or (node.module or "").split(".")[0] in (PACKAGE, *TYPES_ONLY)
         return None if own else node
 
     def visit_Import(self, node: ast.Import) -> ast.AST | None:
-        return None if all(a.name.split(".")[0] == PACKAGE for a in node.names) else node
+        return None if all(a.name.split(".")[0] in (PACKAGE, *TYPES_ONLY) for a in node.names) else node
+
+    def visit_If(self, node: ast.If) -> ast.AST | None:
+        if isinstance(node.test, ast.Name) and node.test.id == "TYPE_CHECKING" and not node.orelse:
+            return None  # imports for the type checker only
+        self.generic_visit(node)
+        return node
+
+    def visit_arg(self, node: ast.arg) -> ast.AST:
+        node.annotation = None
+        return node
+
+    def visit_FunctionDef(self, node: ast.FunctionDef) -> ast.AST:
+        node.returns = None
+        self.generic_visit(node)
+        return node
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST | None:
+        """`x: T = v` runs as `x = v`; a bare `x: T` does nothing."""
+        if node.value is None:
+            return None
+        self.generic_visit(node)
+        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value, lineno=node.lineno), node)
 
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         if isinstance(node.value, ast.Name) and node.value.id in self.modules:

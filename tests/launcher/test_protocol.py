@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from tf_cluster import CHART
+from tf_cluster import CHART, helm
 
 sys.path.insert(0, str(Path(__file__).parent))
 import protocol  # noqa: E402
@@ -28,9 +28,7 @@ def chart_copy(tmp_path: Path) -> Path:
 
 
 def job_names(chart: Path) -> list[str]:
-    text = subprocess.run(
-        ["helm", "template", "tf", str(chart)], check=True, capture_output=True, text=True, timeout=120
-    ).stdout
+    text = helm.Helm("4").template("tf", chart=chart)
     return sorted(d["metadata"]["name"] for d in yaml.safe_load_all(text) if d and d["kind"] == "Job")
 
 
