@@ -34,7 +34,7 @@ MARK ?=
 test: setup lint e2e-bins  ## lint, then the whole suite: chart (Helm 4 and 3), launcher, real TensorFlow, real kube-apiserver
 	$(TIME) pytest -- $(PY) -m pytest tests --ignore=tests/image -rs -m "$(MARK)" $(PYTEST_ARGS)
 
-lint:  ## ruff (lint + format check), mypy and yamllint from their own small venv, .venv-lint (no TensorFlow, no Go builds)
+lint:  ## ruff (lint + format check), mypy and yamllint from their own small venv, .venv-lint (no TensorFlow, no Go builds); the commit messages since the last release
 	$(TIME) lint -- bash tooling/lint.sh
 
 golden: setup  ## re-render tests/golden (every example, tests/golden/cases, defaults): whole renders + per-template snapshots
