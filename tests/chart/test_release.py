@@ -39,12 +39,38 @@ def sha256(path) -> str:
 # ----------------------------------------------------------------- changelog
 
 
-def test_every_release_and_the_chart_version_have_a_changelog_section():
+def dating_problems(sections: dict[str, release.Section], recorded: set[str], chart: str) -> list[str]:
+    """Where the CHANGELOG and charts/releases.yaml disagree on what is released: a version is
+    released when `make release` recorded it, and its heading is dated then, not before."""
+    dated = {v for v, s in sections.items() if s.date}
+    found = [f"{v}: dated in CHANGELOG.md, not in charts/releases.yaml" for v in sorted(dated - recorded)]
+    found += [f"{v}: in charts/releases.yaml, no dated CHANGELOG.md section" for v in sorted(recorded - dated)]
+    if chart not in sections:
+        found.append(f"{chart}: the chart's version has no CHANGELOG.md section")
+    return found
+
+
+def test_the_changelog_dates_exactly_the_recorded_releases():
     sections = release.changelog((CHART / "CHANGELOG.md").read_text())
-    recorded = release.releases()
+    recorded = {r.version for r in release.releases()}
     assert recorded, "charts/releases.yaml records no release"
-    for v in [*(r.version for r in recorded), release.chart_version()]:
-        assert v in sections and sections[v].date, f"CHANGELOG.md has no dated section for {v}"
+    assert dating_problems(sections, recorded, release.chart_version()) == []
+
+
+@pytest.mark.parametrize(
+    "headings,recorded,found",
+    [
+        (["## [1.1.0]", "## [1.0.0] - 2026-01-01"], {"1.0.0"}, []),  # 1.1.0 worked on, not yet released
+        (["## [1.1.0] - 2026-01-02", "## [1.0.0] - 2026-01-01"], {"1.0.0"}, ["1.1.0: dated in CHANGELOG.md, not"]),
+        (["## [1.1.0]", "## [1.0.0]"], {"1.0.0"}, ["1.0.0: in charts/releases.yaml, no dated"]),
+        (["## [1.1.0]", "## [1.0.0] - 2026-01-01"], {"1.0.0", "0.9.0"}, ["0.9.0: in charts/releases.yaml, no"]),
+        (["## [1.0.0] - 2026-01-01"], {"1.0.0"}, ["1.1.0: the chart's version has no"]),
+    ],
+)
+def test_a_dated_version_without_a_record_or_a_record_without_a_date_is_found(headings, recorded, found):
+    text = "## [Unreleased]\n\n" + "\n\n".join(headings) + "\n"
+    problems = dating_problems(release.changelog(text), recorded, chart="1.1.0")
+    assert len(problems) == len(found) and all(p.startswith(f) for f, p in zip(found, problems, strict=True)), problems
 
 
 def test_release_tags_where_present_point_at_the_recorded_trees():
@@ -112,8 +138,12 @@ def test_the_version_policy_holds_for_this_checkout():
 def test_a_chart_change_without_a_version_bump_is_refused_and_a_bump_passes(tmp_path):
     repo = clone(tmp_path / "repo", "--no-tags")  # as CI checks out: the record, no tags
     version = release.chart_version(repo / "charts" / "tf-cluster")
-    if version not in {r.version for r in release.releases(repo)}:
-        release.record_release(cwd=repo, tag=False)  # this version released, as `make release` would
+    if version not in {r.version for r in release.releases(repo)}:  # released, as a maintainer would:
+        changelog = repo / "charts" / "tf-cluster" / "CHANGELOG.md"  # its heading dated, then `make release`
+        if not release.changelog(changelog.read_text())[version].date:
+            changelog.write_text(changelog.read_text().replace(f"## [{version}]\n", f"## [{version}] - 2026-12-01\n"))
+            commit(repo, "date the release")
+        release.record_release(cwd=repo, tag=False)
         commit(repo, "release")
     assert "unchanged since its release" in release.check_version(cwd=repo)
     helpers = repo / "charts" / "tf-cluster" / "templates" / "_helpers.tpl"
