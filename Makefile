@@ -24,8 +24,10 @@ setup-demo:  ## only what `make demo` needs: the venv with tf-cluster and Tensor
 	@$(TIME) setup -- python3 tooling/bootstrap.py demo
 
 # The kube-apiserver suite runs the oldest Kubernetes the chart supports (kubeVersion >=1.29); the
-# real node the newest (hack/node/config.py, NODE_K8S_VERSION: 1.37.2).
+# real node the newest: hack/node/k8s-version, its one source (hack/node/config.py and the build scripts
+# read it too; the kind node image is the same version).
 K8S_API_VERSION ?= 1.29.15
+NODE_K8S_VERSION := $(shell cat hack/node/k8s-version)
 K8S_BIN ?= $(HOME)/.cache/tf-cluster/k8s-$(K8S_API_VERSION)
 export TF_CLUSTER_K8S_BIN := $(K8S_BIN)
 export K8S_VERSION := $(K8S_API_VERSION)
@@ -96,9 +98,8 @@ image: setup  ## build the CPU trainer image; without a registry, make the Debia
 	@if [ "$(BASE)" = "localhost/tf-cluster-base:bookworm" ]; then bash images/base/make-base.sh podman $(BASE); fi
 	$(VENV)/bin/tf-cluster build --variant cpu --base $(BASE)
 
-# the kind node's Kubernetes: the e2e node's (hack/node/config.py)
-NODE_K8S_VERSION := 1.37.2
-kind-node-image:  ## a kind v0.33.0 node image for Kubernetes 1.37.2 made here, no registry (hack/kind/; cached, ~3 min cold)
+# the kind node's Kubernetes: the e2e node's (NODE_K8S_VERSION, above)
+kind-node-image:  ## a kind v0.33.0 node image for Kubernetes $(NODE_K8S_VERSION) made here, no registry (hack/kind/; cached, ~3 min cold)
 	@K8S_VERSION=$(NODE_K8S_VERSION) bash hack/kind/build-node-image.sh
 
 RUNS ?= 1

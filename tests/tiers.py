@@ -16,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "test-tiers.md"
+NODE_K8S = (ROOT / "hack" / "node" / "k8s-version").read_text().strip()  # the node's Kubernetes (one source)
 # (title, pytest arguments, what runs them): the suites of `make test` and `make e2e`
 SUITES = (
     (
@@ -50,9 +51,9 @@ def page() -> str:
         "fails when this page is stale. Do not edit by hand.",
         "",
         "- **`.ci/run`** runs `make check`: `make test` and `make e2e` without the tests marked `extended`;",
-        "  its kube-apiserver suite runs on the node's Kubernetes (1.37.2), one build for both.",
+        f"  its kube-apiserver suite runs on the node's Kubernetes ({NODE_K8S}), one build for both.",
         "- **`make check-all`** runs every test: `make test` on kube-apiserver 1.29.15 (the oldest",
-        "  supported), the kube-apiserver suite again on 1.37.2, `make e2e` with the extended scenarios,",
+        f"  supported), the kube-apiserver suite again on {NODE_K8S}, `make e2e` with the extended scenarios,",
         "  and `make kind-smoke` (`tf-cluster smoke --kind`, from no cluster to a deleted one).",
         "- An `extended` test is a slower variant of a scenario CI covers in another test; each says which",
         "  in the comment on its marker.",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Build a kind (v0.33.0) node image for Kubernetes 1.37.2 entirely on this machine: no image
-# is pulled from a registry. Inputs come only from Debian (debootstrap/apt), the Go module proxy and
+# Build a kind (v0.33.0) node image for the e2e node's Kubernetes (hack/node/k8s-version)
+# entirely on this machine: no image is pulled from a registry. Inputs come only from Debian (debootstrap/apt), the Go module proxy and
 # the project's caches (~/.cache/tf-cluster/k8s-$K8S_VERSION from hack/node/build.sh).
 # No kindnetd: the node image carries a static bridge CNI config (cni-bridge.conflist) and the
 # cluster is made with networking.disableDefaultCNI: true (kind-cluster.yaml).
@@ -18,7 +18,7 @@ set -euo pipefail
 export GOGC=${GOGC:-400}
 
 KIND_VERSION=${KIND_VERSION:-v0.33.0}
-K8S_VERSION=${K8S_VERSION:-1.37.2}
+K8S_VERSION=${K8S_VERSION:-$(cat "$(dirname "$0")/../node/k8s-version")}  # the e2e node's
 CRICTL_VERSION=${CRICTL_VERSION:-v1.36.0}             # kind v0.33.0 base Dockerfile: CRICTL_VERSION
 ETCD_VERSION=${ETCD_VERSION:-3.7.0}                   # kubeadm 1.37 DefaultEtcdVersion 3.7.0-0
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.6}            # kubeadm 1.37 CoreDNSVersion

@@ -19,7 +19,7 @@
 set -euo pipefail
 # the Go compiler collects garbage less often: cold builds ~10-18% quicker (tooling/bootstrap.py)
 export GOGC=${GOGC:-400}
-K8S_VERSION=${K8S_VERSION:-1.37.2}          # k8s.io/kubernetes v1.X.Y <-> staging modules v0.X.Y
+K8S_VERSION=${K8S_VERSION:-$(cat "$(dirname "$0")/k8s-version")}  # v1.X.Y <-> staging modules v0.X.Y
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.7}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-0.0.30}   # Rancher's local-path-provisioner: kind's default storage
 ARGOCD_VERSION=${ARGOCD_VERSION:-3.6.1}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +12,8 @@ ROOT = HERE.parents[1]
 BUILD_SH = HERE / "build.sh"
 # The node runs the newest Kubernetes the chart supports (its gang API: scheduling.k8s.io/v1beta1);
 # the kube-apiserver suite (tests/e2e/test_apiserver.py) the oldest (Makefile K8S_API_VERSION).
-K8S_VERSION = os.environ.get("NODE_K8S_VERSION", "1.37.2")
+# Its version is in one file, hack/node/k8s-version, which the Makefile and the build scripts read too.
+K8S_VERSION = os.environ.get("NODE_K8S_VERSION") or (HERE / "k8s-version").read_text().strip()
 MINOR = tuple(int(x) for x in K8S_VERSION.split(".")[:2])
 CACHE = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "tf-cluster"  # built binaries
 BIN = Path(os.environ.get("TF_CLUSTER_E2E_BIN") or CACHE / f"k8s-{K8S_VERSION}")
@@ -163,3 +165,12 @@ EXTRA_NODES = [Node(i) for i in range(2, NODE_COUNT + 1)]
 def is_this_node(kubeconfig: str) -> bool:
     """Does `kubeconfig` name the node this harness brings up (not some other cluster)?"""
     return bool(kubeconfig) and Path(kubeconfig).resolve() == KUBECONFIG.resolve()
+
+
+def tf_version() -> str:
+    """The TensorFlow version of the default trainer image: the chart's appVersion, its one source."""
+    chart = (ROOT / "charts" / "tf-cluster" / "Chart.yaml").read_text()
+    m = re.search(r'^appVersion:\s*"?([^"\s]+)"?\s*$', chart, re.M)
+    if not m:
+        raise RuntimeError("charts/tf-cluster/Chart.yaml has no appVersion")
+    return m.group(1)

@@ -21,6 +21,7 @@ from .config import (
     STATE,
     TRAINER_REPO,
     Node,
+    tf_version,
 )
 from .proc import NodeError, ctr, say, sh, template
 
@@ -205,6 +206,6 @@ def trainer_images() -> list[str]:
     other tag podman has for that same image (the content-pinned one)."""
     default = podman("images", "--format", "{{.Repository}}:{{.Tag}} {{.ID}}", TRAINER_REPO, check=False).stdout
     rows = [line.split() for line in default.splitlines() if line.strip()]
-    tf = os.environ.get("TF_VERSION", "2.21.0")
+    tf = os.environ.get("TF_VERSION") or tf_version()
     wanted = {iid for ref, iid in rows if ref.endswith((f":{tf}-cpu", f":{tf}-cpu-notebook"))}
     return [ref for ref, iid in rows if iid in wanted]

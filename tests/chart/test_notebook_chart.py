@@ -11,7 +11,9 @@ import pytest
 import yaml
 
 from rendering import EXAMPLES, render, render_text
-from tf_cluster import ROOT, helm
+from tf_cluster import ROOT, helm, images
+
+TF = images.tf_version()  # the chart's appVersion: the default tag is <appVersion>-cpu
 
 NOTEBOOK = next(p for p in EXAMPLES if p.stem == "notebook-coordinator")
 LAUNCHER = ROOT / "charts" / "tf-cluster" / "files"
@@ -197,10 +199,10 @@ def test_the_gang_counts_job_pods_only():
 def test_image_defaults_to_the_notebook_build_and_follows_the_training_image():
     docs = render(values())
     (nb,) = named(docs, "Deployment", "-notebook")["spec"]["template"]["spec"]["containers"]
-    assert nb["image"] == "tf-cluster-trainer:2.21.0-cpu-notebook"
-    docs = render({**values(), "image": {"repository": "registry.example.com/tf", "tag": "2.21.0-cpu-r1"}})
+    assert nb["image"] == f"tf-cluster-trainer:{TF}-cpu-notebook"
+    docs = render({**values(), "image": {"repository": "registry.example.com/tf", "tag": f"{TF}-cpu-r1"}})
     (nb,) = named(docs, "Deployment", "-notebook")["spec"]["template"]["spec"]["containers"]
-    assert nb["image"] == "registry.example.com/tf:2.21.0-cpu-r1-notebook"
+    assert nb["image"] == f"registry.example.com/tf:{TF}-cpu-r1-notebook"
 
 
 # ------------------------------------------------------------ the servers' side: launcher.heartbeat_condition

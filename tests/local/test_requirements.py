@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tf_cluster import ROOT, requirements
+from tf_cluster import ROOT, images, requirements
 from tf_cluster.cli import main
 from tf_cluster.errors import UsageError
 
@@ -36,7 +36,7 @@ def test_a_program_gets_its_requirements_installed_once_and_cached(tmp_path, cac
         "USING",
         "0.9.0",
         "/opt/venv/lib/python3.11/site-packages/tabulate/__init__.py",
-        "2.21.0",
+        images.tf_version(),  # the chart's appVersion, which the checkout pins
         "/opt/venv/bin/python",
     ]
     assert main(argv) == 0  # the second time from the cache: no pip

@@ -6,14 +6,14 @@ import pytest
 
 from tf_cluster import images
 
+TF = images.tf_version()  # the chart's appVersion (tests/unit/test_versions.py)
 
-@pytest.mark.parametrize(
-    "variant,package", [("cpu", "tensorflow-cpu==2.21.0"), ("gpu", "tensorflow[and-cuda]==2.21.0")]
-)
+
+@pytest.mark.parametrize("variant,package", [("cpu", f"tensorflow-cpu=={TF}"), ("gpu", f"tensorflow[and-cuda]=={TF}")])
 def test_dockerfile_per_variant(variant, package):
     text = images.render_dockerfile(variant, base="python:3.11-slim-bookworm")
     assert text.startswith("# Generated") and "FROM python:3.11-slim-bookworm" in text
-    assert f"({package})" in text and "tf-keras==2.21.0" in text and "USER 1000:1000" in text
+    assert f"({package})" in text and f"tf-keras=={TF}" in text and "USER 1000:1000" in text
     assert text.index("pip install") < text.index("COPY trainers/")  # trainer edits rebuild one layer
 
 
@@ -25,10 +25,10 @@ def test_ca_bundle_is_a_secret_mount_never_a_layer():
 def test_tag_changes_with_a_trainer_and_only_then(tmp_path):
     a = images.assemble("cpu", out=tmp_path / "a")
     b = images.assemble("cpu", out=tmp_path / "b")
-    assert a.digest == b.digest and a.image == "tf-cluster-trainer:2.21.0-cpu"
+    assert a.digest == b.digest and a.image == f"tf-cluster-trainer:{TF}-cpu"
     (b.path / "trainers" / "mwms_fit.py").write_text("# changed\n")
     assert images.digest(b.path) != a.digest
-    assert a.pinned_image.startswith("tf-cluster-trainer:2.21.0-cpu-")
+    assert a.pinned_image.startswith(f"tf-cluster-trainer:{TF}-cpu-")
 
 
 def test_unknown_variant_is_refused():
@@ -63,6 +63,6 @@ def test_extra_requirements_are_a_layer_of_their_own_with_their_own_tag(tmp_path
     assert tf_layer < extra_layer < text.index("COPY trainers/")  # editing them keeps the TensorFlow layer
     assert "-c /tmp/tf-cluster/constraints.txt -r /tmp/tf-cluster/extra-requirements.txt" in text
     assert "extra-requirements" not in (plain.path / "Dockerfile").read_text()
-    assert plain.tag == "2.21.0-cpu" and ctx.tag.startswith("2.21.0-cpu-r") and len(ctx.tag) == len(plain.tag) + 10
+    assert plain.tag == f"{TF}-cpu" and ctx.tag.startswith(f"{TF}-cpu-r") and len(ctx.tag) == len(plain.tag) + 10
     req.write_text("tabulate==0.8.10\n")
     assert images.assemble("cpu", out=tmp_path / "req2", extra_requirements=req).tag != ctx.tag

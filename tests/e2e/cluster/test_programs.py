@@ -19,7 +19,7 @@ import pytest
 import yaml
 from test_cluster import EX, KUBECONFIG, SMALL, all_complete, epochs, install, log, pods_of, pv_path_of, say, wait
 
-from tf_cluster import ROOT
+from tf_cluster import ROOT, images
 
 PROGRAMS = ROOT / "tests" / "local" / "programs" / "third_party"
 TFJOBS = ROOT / "tests" / "tfjob" / "upstream"
@@ -117,7 +117,7 @@ def test_a_platforms_init_container_sidecar_and_secret_volume_run_with_the_relea
 
     core = client.CoreV1Api(api)
     core.create_namespaced_secret(ns, {"metadata": {"name": "ext-creds"}, "stringData": {"token": "s3cr3t-token"}})
-    image = "tf-cluster-trainer:2.21.0-cpu"  # what the node has; any image with python3 would do
+    image = f"tf-cluster-trainer:{images.tf_version()}-cpu"  # what the node has; any image with python3 would do
     data = {"name": "data", "mountPath": "/mnt/data"}
     values = tmp_path / "extensions.yaml"
     values.write_text(
