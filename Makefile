@@ -85,7 +85,7 @@ e2e: setup  ## build the trainer and notebook images and the node's binaries sid
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(TIME) node-down -- $(NODE) down; fi; exit $$rc
 
 N ?= 3
-e2e-soak: setup  ## the e2e suite N times (N=3) on one node: each scenario's pass rate and time spread, into docs/development/e2e-soak.md; the node is taken down unless KEEP=1
+e2e-soak: setup  ## the e2e suite N times (N=3) on one cluster, brought up once: each scenario's pass rate and time spread, into docs/development/e2e-soak.md; the node is taken down unless KEEP=1
 	@bash images/base/install-builder.sh
 	@$(NODE) build & b=$$!; $(MAKE) --no-print-directory notebook-image; i=$$?; wait $$b; n=$$?; \
 	  [ $$i = 0 ] || exit $$i; [ $$n = 0 ] || exit $$n

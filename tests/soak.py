@@ -1,7 +1,7 @@
-"""Flakes found before they land (issue 41): the e2e suite N times on one node, each scenario's pass
+"""Flakes found before they land (issue 41): the e2e suite N times on one cluster, each scenario's pass
 rate and time spread. Writes docs/development/e2e-soak.md (the table, the commit, the command).
 
-The node is brought up once by `make e2e-soak` and kept between runs (as `make e2e` would find it);
+The cluster is brought up once by `make e2e-soak` and kept between runs (as `make e2e` would find it);
 each run is the suite as `make e2e` runs it (tests/e2e/lanes.py, the marker CI uses), its results
 read from each lane's JUnit XML. A run that fails goes on to the next: the table counts it.
 
@@ -97,7 +97,7 @@ def main() -> int:
     args.out.write_text(
         "# The e2e suite, soaked\n\n"
         f"Written by `make e2e-soak N={args.runs}` (`tests/soak.py`) at {commit.strip()}: the suite of "
-        f'`make e2e` (`-m "{args.mark}"`) run {times} on one node, kept up between runs. '
+        f'`make e2e` (`-m "{args.mark}"`) run {times} on one cluster, brought up once and kept between runs. '
         f"Whole runs took {', '.join(f'{w / 60:.1f}' for w in walls)} min. A scenario that did not pass every "
         "run is a flake to fix before it lands.\n\n" + body + "\n"
     )
