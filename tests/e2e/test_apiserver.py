@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_cluster import CHART, ROOT, helm, kube
+from tf_cluster import CHART, ROOT, cluster_state, helm, kube
 
 sys.path.insert(0, str(ROOT / "hack"))
 from node.pki import loopback_apiserver_pki, token_kubeconfig  # noqa: E402
@@ -564,9 +564,13 @@ def job_pod(api, namespace: str, job, index: int, suffix: str, *, node=None, fai
 
     tmpl = api.sanitize_for_serialization(job.spec.template)
     meta, name = tmpl.get("metadata", {}), job.metadata.name
-    labels = {**meta.get("labels", {}), kube.JOB_NAME_LABEL: name, kube.INDEX_LABEL: str(index)}
+    labels = {**meta.get("labels", {}), cluster_state.JOB_NAME_LABEL: name, cluster_state.INDEX_LABEL: str(index)}
     labels["batch.kubernetes.io/controller-uid"] = job.metadata.uid
-    notes = {**meta.get("annotations", {}), kube.INDEX_LABEL: str(index), kube.FAILURE_COUNT: str(failures)}
+    notes = {
+        **meta.get("annotations", {}),
+        cluster_state.INDEX_LABEL: str(index),
+        cluster_state.FAILURE_COUNT: str(failures),
+    }
     owner = {"apiVersion": "batch/v1", "kind": "Job", "name": name, "uid": job.metadata.uid, "controller": True}
     body = {
         "apiVersion": "v1",
@@ -613,7 +617,7 @@ def test_status_lists_every_task_of_an_installed_release_and_why_it_waits(apiser
         assert f"Job {name}: running (0/" in before.stdout
         assert f"Job {name} has not created its pod yet" in before.stdout
 
-    role_job = {kube.role_of(j): j for j in jobs.values()}
+    role_job = {cluster_state.role_of(j): j for j in jobs.values()}
     unschedulable = "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available."
     now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     chief = job_pod(api, namespace, role_job["chief"], 0, "a")

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from tf_cluster import kube, podlogs
+from tf_cluster import cluster_state, podlogs
 from tf_cluster.errors import TfClusterError, UsageError
 
 
@@ -26,7 +26,7 @@ def pod(role: str, index: int, name: str, state: str = "running", created: str =
                 "name": name,
                 "uid": f"uid-{name}",
                 "creationTimestamp": created,
-                "labels": {kube.COMPONENT: role, kube.INDEX_LABEL: str(index)},
+                "labels": {cluster_state.COMPONENT: role, cluster_state.INDEX_LABEL: str(index)},
             },
             "spec": {"containers": [{"name": "tensorflow", "image": "trainer"}]},
             "status": {

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 
 import pytest
 
-from tf_cluster import kube
+from tf_cluster import cluster_state
+from tf_cluster.cluster_state import cluster_report, indexes
 from tf_cluster.runner import TaskReport, status_table
-from tf_cluster.runner.cluster import cluster_report, indexes
 
 NOW = datetime(2026, 11, 25, 12, 0, 0, tzinfo=timezone.utc)
 T0 = "2026-11-25T11:58:00Z"  # two minutes before NOW
@@ -22,7 +22,7 @@ def job(role: str, completions: int = 1, status: dict | None = None, **spec) -> 
     return {
         "metadata": {
             "name": f"tf-tf-cluster-{role}-abc12",
-            "labels": {kube.INSTANCE: "tf", kube.COMPONENT: role},
+            "labels": {cluster_state.INSTANCE: "tf", cluster_state.COMPONENT: role},
         },
         "spec": {"completions": completions, "template": {"spec": {"containers": []}}, **spec},
         "status": status or {},
@@ -37,10 +37,10 @@ def pod(role: str, index: int, phase: str, name: str = "", created: str = T0, **
             "name": name or f"tf-tf-cluster-{role}-abc12-{index}-xyz",
             "creationTimestamp": created,
             "labels": {
-                kube.INSTANCE: "tf",
-                kube.COMPONENT: role,
-                kube.JOB_NAME_LABEL: f"tf-tf-cluster-{role}-abc12",
-                kube.INDEX_LABEL: str(index),
+                cluster_state.INSTANCE: "tf",
+                cluster_state.COMPONENT: role,
+                cluster_state.JOB_NAME_LABEL: f"tf-tf-cluster-{role}-abc12",
+                cluster_state.INDEX_LABEL: str(index),
             },
             "annotations": annotations,
         },
@@ -65,7 +65,7 @@ def report(jobs, pods, logs=None, as_models=False, **kw):
 
         jobs = [client.V1Job.from_dict(j) for j in jobs]
         pods = [client.V1Pod.from_dict(p) for p in pods]
-    snap = kube.Snapshot.of(jobs, pods)
+    snap = cluster_state.Snapshot.of(jobs, pods)
     return cluster_report(snap, "ns/tf", lambda p: (logs or {}).get(p.metadata.name, ""), now=NOW, **kw)
 
 
@@ -104,7 +104,7 @@ def test_every_task_of_a_running_release_with_its_state_restarts_and_progress(as
             name="w2-second",
             created="2026-11-25T11:59:10Z",
             startTime="2026-11-25T11:59:10Z",
-            annotations={kube.FAILURE_COUNT: "1"},
+            annotations={cluster_state.FAILURE_COUNT: "1"},
             containerStatuses=container(running={"startedAt": "2026-11-25T11:59:10Z"}),
         ),
     ]
@@ -186,9 +186,23 @@ def test_a_failed_pod_its_job_replaces_is_in_backoff_and_the_failure_counts_are_
     jobs = [job("worker", 2, backoffLimitPerIndex=3, status={"active": 1, "failed": 3, "failedIndexes": "1"})]
     pods = [
         # index 0: failed twice before (the older pods already gone), the third attempt failed too: a fourth follows
-        pod("worker", 0, "Failed", startTime=T0, containerStatuses=ended(1), annotations={kube.FAILURE_COUNT: "2"}),
+        pod(
+            "worker",
+            0,
+            "Failed",
+            startTime=T0,
+            containerStatuses=ended(1),
+            annotations={cluster_state.FAILURE_COUNT: "2"},
+        ),
         # index 1: out of retries, the index failed
-        pod("worker", 1, "Failed", startTime=T0, containerStatuses=ended(1), annotations={kube.FAILURE_COUNT: "3"}),
+        pod(
+            "worker",
+            1,
+            "Failed",
+            startTime=T0,
+            containerStatuses=ended(1),
+            annotations={cluster_state.FAILURE_COUNT: "3"},
+        ),
     ]
     w0, w1 = report(jobs, pods).tasks
     assert (w0.state, w0.restarts, w0.detail) == ("backoff", 2, "exit 1")
@@ -206,7 +220,7 @@ def test_a_disrupted_pod_is_said_not_to_count_and_ignored_failures_are_restarts_
             "Pending",
             name="b",
             created="2026-11-25T11:59:30Z",
-            annotations={kube.IGNORED_COUNT: "1"},
+            annotations={cluster_state.IGNORED_COUNT: "1"},
             node=None,
         ),
     ]
@@ -274,3 +288,52 @@ def test_run_local_and_status_print_one_table():
         "TASK      STATE    RESTARTS  TIME    PROGRESS",
         "worker-0  running  2           3.2s  -",
     ]
+
+
+def test_what_smoke_says_about_a_failed_run_and_its_stuck_pods():
+    """The readings `kube.diagnostics` and `kube.wait_for_jobs` print (else seen only on a cluster):
+    a Failed Job's reason, which pods' logs to show, the memory advice, pods that cannot start."""
+    failed = {"failed": 2, "conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}
+    pulling = container(waiting={"reason": "ImagePullBackOff", "message": "Back-off pulling image"})
+    pods = [
+        pod("worker", 0, "Failed", startTime=T0, containerStatuses=ended(137, "OOMKilled")),
+        pod("worker", 1, "Succeeded", startTime=T0, containerStatuses=ended(0, "Completed")),
+        pod("ps", 0, "Pending", containerStatuses=pulling, node="node-1"),
+    ]
+    snap = cluster_state.Snapshot.of([job("worker", 2, status=failed), job("ps", status={"active": 1})], pods)
+    oom, done, stuck = snap.pods
+    assert snap.failed_jobs() == ["Job tf-tf-cluster-worker-abc12 Failed: BackoffLimitExceeded"]
+    assert [cluster_state.needs_a_look(p) for p in snap.pods] == [True, False, True]
+    assert cluster_state.termination(oom) == "Failed, exit 137 (OOMKilled)"
+    assert cluster_state.memory_advice(oom) == (
+        "tf-tf-cluster-worker-abc12-0-xyz used more memory than its limit and the kernel killed it: raise "
+        "roles.worker.resources.limits.memory (or lower the batch size)"
+    )
+    assert cluster_state.memory_advice(done) == ""
+    assert snap.stuck() == [f"pod {stuck.metadata.name}: ImagePullBackOff: Back-off pulling image"]
+    assert snap.stuck(skip={stuck.metadata.name}) == []
+    assert snap.role_line() == "ps 0/1 done (1 ImagePullBackOff) | worker Failed"
+    assert snap.owing_jobs() == [] and snap.leader() is None
+
+
+def test_cluster_state_reads_objects_and_kube_fetches_them():
+    """One module interprets Jobs and pods (issue 45): it makes no API call and imports no `kube`;
+    its readers are defined nowhere else in the tooling."""
+    import ast
+
+    from tf_cluster import ROOT
+
+    source = (ROOT / "tooling" / "tf_cluster" / "cluster_state.py").read_text()
+    imported = {
+        a.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom | ast.Import) for a in n.names
+    }
+    assert "kube" not in imported and "CoreV1Api" not in source
+    readers = {"failed_reason", "job_state", "exit_code", "pod_state", "pending_reason", "termination"}
+    elsewhere = [
+        f"{path.relative_to(ROOT)}: {node.name}"
+        for path in (ROOT / "tooling" / "tf_cluster").rglob("*.py")
+        if path.name != "cluster_state.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef) and node.name in readers
+    ]
+    assert elsewhere == []

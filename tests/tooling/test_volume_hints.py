@@ -1,10 +1,10 @@
-"""What `tf-cluster smoke` (kube.Snapshot.stuck) adds when the scheduler says a claim keeps a
+"""What `tf-cluster smoke` (cluster_state.Snapshot.stuck) adds when the scheduler says a claim keeps a
 release's pods off the other nodes. The messages are the real scheduler's (Kubernetes 1.37.2,
 seen on the three-node harness)."""
 
 from __future__ import annotations
 
-from tf_cluster.kube import volume_hint
+from tf_cluster.cluster_state import volume_hint
 
 SPREAD_GANG_WFFC = (
     "0/3 nodes are available: 1 node(s) didn't match pod topology spread constraints, "

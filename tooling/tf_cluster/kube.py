@@ -1,36 +1,22 @@
-"""Watching a release's Jobs on a real cluster: conditions by type, pod problems, diagnostics.
+"""Talking to a real cluster: the client, namespaces, logs, events, a release's Jobs and pods
+(`snapshot`), waiting for them to finish, diagnostics and `tf-cluster status`'s reading.
 
-Shared by `tf-cluster smoke` and the cluster e2e tests. A Job is finished when it
-has a condition of type `Complete` or `Failed` with status True (never "the
-first condition", which is `SuccessCriteriaMet`/`FailureTarget` from k8s 1.31).
+Shared by `tf-cluster smoke`, `status`, `logs`, `tune` and the cluster e2e tests. What the
+objects mean (Job conditions by type, task states, reasons, exit codes, why pods wait) is
+read in `cluster_state`; this module fetches them and hands them there.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-from . import gang, progress, roles
-from .errors import RunError, UsageError, yaml_problem
+from . import cluster_state, gang, progress
+from .errors import RunError, TfClusterError, UsageError, yaml_problem
+from .runner import RunReport
 
-INSTANCE = "app.kubernetes.io/instance"
-COMPONENT = "app.kubernetes.io/component"
-JOB_NAME_LABEL = "batch.kubernetes.io/job-name"
-INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
-# on a Job's pod (backoffLimitPerIndex): how often its index failed before it, counted or ignored (podFailurePolicy)
-FAILURE_COUNT = "batch.kubernetes.io/job-index-failure-count"
-IGNORED_COUNT = "batch.kubernetes.io/job-index-ignored-failure-count"
-# a pod waiting for one of these will not start by itself: report it instead of waiting out the timeout
-STUCK_REASONS = {
-    "ErrImagePull",
-    "ImagePullBackOff",
-    "ErrImageNeverPull",
-    "InvalidImageName",
-    "CreateContainerConfigError",
-    "CreateContainerError",
-    "RunContainerError",
-}
+#: log lines read per task for its progress by `tf-cluster status` (the latest epoch is near the end)
+LOG_TAIL = 5000
 
 
 def client_for(kubeconfig: str | None):
@@ -70,72 +56,12 @@ def connect(kubeconfig: str | None, namespace: str | None) -> tuple[object, str]
         return api, "default"
 
 
-def condition(obj, type_: str) -> bool:
-    """True when `obj.status.conditions` has `type_` with status True."""
-    for c in (obj.status.conditions or []) if obj.status else []:
-        if c.type == type_ and c.status == "True":
-            return True
-    return False
-
-
-def job_state(job) -> str:
-    if condition(job, "Failed"):
-        return "Failed"
-    if condition(job, "Complete"):
-        return "Complete"
-    return "Running"
-
-
-def role_of(obj) -> str:
-    """The chart's role of a Job or pod (its component label)."""
-    return (obj.metadata.labels or {}).get(COMPONENT, obj.metadata.name)
-
-
-def task_order(key: tuple[str, int]) -> tuple[int, int]:
-    role, index = key
-    return roles.order(role), index
-
-
-def task_of(pod) -> tuple[str, int]:
-    """(role, index) of one of the chart's Job pods, from its component and completion-index labels."""
-    labels = pod.metadata.labels or {}
-    return labels.get(COMPONENT, "task"), int(labels.get(INDEX_LABEL, "0"))
-
-
-def _tensorflow_ended(pod, last: bool = False):
-    """How the pod's `tensorflow` container ended (its current state, or with `last` also its
-    previous run's), or None while it runs."""
-    for cs in pod.status.container_statuses or []:
-        if cs.name == "tensorflow":
-            ended = cs.state and cs.state.terminated
-            return ended or (last and cs.last_state and cs.last_state.terminated) or None
-    return None
-
-
-def exit_code(pod) -> int | None:
-    """Exit code of the pod's `tensorflow` container once it terminated."""
-    ended = _tensorflow_ended(pod)
-    return ended.exit_code if ended else None
-
-
 def kubelet_time(stamp: str) -> float:
     """A pod log line's timestamp (`kubectl logs --timestamps`: RFC 3339 with nanoseconds) as epoch seconds."""
     from datetime import datetime
 
     head, _, frac = stamp.rstrip("Z").partition(".")
     return datetime.fromisoformat(head + "+00:00").timestamp() + float("0." + (frac or "0"))
-
-
-def pod_seconds(pods) -> float | None:
-    """From the first pod's start to the last one's end (or None while it runs)."""
-    first = min((p.status.start_time for p in pods if p.status.start_time), default=None)
-    ends = [
-        cs.state.terminated.finished_at
-        for p in pods
-        for cs in p.status.container_statuses or []
-        if cs.state and cs.state.terminated and cs.state.terminated.finished_at
-    ]
-    return (max(ends) - first).total_seconds() if first and ends else None
 
 
 def pod_log(api, namespace: str, pod, tail_lines: int | None = None) -> str:
@@ -191,99 +117,6 @@ def delete_namespace(api, namespace: str) -> None:
     client.CoreV1Api(api).delete_namespace(namespace)
 
 
-def failed_reason(job) -> str:
-    for c in job.status.conditions or []:
-        if c.type == "Failed" and c.status == "True":
-            return f"{c.reason}: {c.message}" if c.message else (c.reason or "")
-    return ""
-
-
-@dataclass
-class Snapshot:
-    jobs: dict = field(default_factory=dict)  # name -> V1Job
-    pods: list = field(default_factory=list)  # V1Pod of the release's Jobs
-
-    @classmethod
-    def of(cls, jobs, pods) -> Snapshot:
-        """From Jobs and pods as the client gives them or as dicts (their JSON: YAML, `kubectl get -o json`)."""
-        from kubernetes import client
-
-        job_models = [client.V1Job.from_dict(j) if isinstance(j, dict) else j for j in jobs]
-        pod_models = [client.V1Pod.from_dict(p) if isinstance(p, dict) else p for p in pods]
-        return cls({j.metadata.name: j for j in job_models}, pod_models)
-
-    def states(self) -> dict[str, str]:
-        return {n: job_state(j) for n, j in self.jobs.items()}
-
-    def finished(self) -> bool:
-        return bool(self.jobs) and all(s != "Running" for s in self.states().values())
-
-    def role_line(self) -> str:
-        """One line: per role, indexes done of wanted and what its live pods are doing."""
-        parts = []
-        for name, job in sorted(self.jobs.items()):
-            role = role_of(job)
-            state = job_state(job)
-            if state != "Running":
-                parts.append(f"{role} {state}")
-                continue
-            want, st = job.spec.completions or 1, job.status
-            doing: dict[str, int] = {}
-            for p in self.pods:
-                if (p.metadata.labels or {}).get(JOB_NAME_LABEL) != name or p.metadata.deletion_timestamp:
-                    continue
-                if p.status.phase in ("Running", "Pending"):
-                    what = p.status.phase.lower()
-                    for cs in p.status.container_statuses or []:
-                        if cs.state and cs.state.waiting and cs.state.waiting.reason:
-                            what = cs.state.waiting.reason
-                    for c in p.status.conditions or []:
-                        if c.type == "PodScheduled" and c.status == "False":
-                            what = "unscheduled"
-                    doing[what] = doing.get(what, 0) + 1
-            live = ", ".join(f"{n} {w}" for w, n in sorted(doing.items()))
-            parts.append(
-                f"{role} {st.succeeded or 0}/{want} done"
-                + (f" ({live})" if live else "")
-                + (f", {st.failed} failed" if st.failed else "")
-            )
-        return " | ".join(parts)
-
-    def stuck(self, skip: frozenset[str] | set[str] = frozenset()) -> list[str]:
-        """Why pods cannot start, leaving out the pods named in `skip`."""
-        out = []
-        for p in self.pods:
-            if p.metadata.name in skip:
-                continue
-            for cs in (p.status.container_statuses or []) + (p.status.init_container_statuses or []):
-                w = cs.state.waiting if cs.state else None
-                if w and w.reason in STUCK_REASONS:
-                    out.append(f"pod {p.metadata.name}: {w.reason}: {w.message or ''}".strip())
-            for c in p.status.conditions or []:
-                if c.type == "PodScheduled" and c.status == "False" and c.reason == "Unschedulable":
-                    out.append(f"pod {p.metadata.name} cannot be scheduled: {c.message}{volume_hint(c.message)}")
-        return out
-
-
-def volume_hint(message: str | None) -> str:
-    """What to change when the scheduler's message says a claim keeps pods off the other nodes."""
-    text = message or ""
-    if "volume node affinity conflict" in text:
-        return (
-            ". A claim it mounts is bound to a volume on another node (ReadWriteOnce, node-local), so the "
-            "release's pods cannot spread over nodes: give it a ReadWriteMany claim (storage.<volume>.accessModes "
-            "and storageClass, or an existingClaim that is ReadWriteMany), or set scheduling.singleNode=true to "
-            "place every pod on that node"
-        )
-    if "didn't find available persistent volumes to bind" in text:
-        return (
-            ". Its claim cannot be bound where the pod fits: a WaitForFirstConsumer class pins the claim to the "
-            "first pod's node while a gang spread over nodes waits; use a class with volumeBindingMode: Immediate "
-            "for shared claims (docs/user-guide/storage.md), or scheduling.singleNode=true"
-        )
-    return ""
-
-
 def serves_gang_api(api) -> bool:
     """Whether the cluster serves Kubernetes' gang API (scheduling.k8s.io/v1beta1 PodGroup, 1.37+)."""
     from kubernetes import client
@@ -294,37 +127,35 @@ def serves_gang_api(api) -> bool:
     return False
 
 
-def snapshot(api, namespace: str, release: str) -> Snapshot:
+def snapshot(api, namespace: str, release: str) -> cluster_state.Snapshot:
     from kubernetes import client
 
-    sel = f"{INSTANCE}={release}"
+    sel = f"{cluster_state.INSTANCE}={release}"
     jobs = {j.metadata.name: j for j in client.BatchV1Api(api).list_namespaced_job(namespace, label_selector=sel).items}
     pods = [
         p
         for p in client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=sel).items
-        if (p.metadata.labels or {}).get(JOB_NAME_LABEL) in jobs
+        if (p.metadata.labels or {}).get(cluster_state.JOB_NAME_LABEL) in jobs
     ]
-    return Snapshot(jobs, pods)
+    return cluster_state.Snapshot(jobs, pods)
 
 
-def leader_log_line(api, namespace: str, snap: Snapshot) -> str:
+def leader_log_line(api, namespace: str, snap: cluster_state.Snapshot) -> str:
     """The leading task's (index 0 of the first role that may lead) latest progress in words,
     else its last log line."""
-    running = [p for p in snap.pods if p.status.phase == "Running"]
-    for role in roles.LEADERS:
-        for p in running:
-            labels = p.metadata.labels or {}
-            if labels.get(COMPONENT) == role and labels.get(INDEX_LABEL, "0") == "0":
-                text = pod_log(api, namespace, p, tail_lines=40)
-                reported = progress.TaskProgress.of_log(text)
-                if reported.progress:
-                    return f"{role}-0: {reported.summary()}"
-                lines = [ln for ln in text.splitlines() if ln.strip()]
-                if not lines:
-                    return ""
-                msg = progress.parse(lines[-1])
-                return f"{role}-0: {msg.describe() if msg else lines[-1].strip()[-160:]}"
-    return ""
+    leader = snap.leader()
+    if leader is None:
+        return ""
+    role, pod = leader
+    text = pod_log(api, namespace, pod, tail_lines=40)
+    reported = progress.TaskProgress.of_log(text)
+    if reported.progress:
+        return f"{role}-0: {reported.summary()}"
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return ""
+    msg = progress.parse(lines[-1])
+    return f"{role}-0: {msg.describe() if msg else lines[-1].strip()[-160:]}"
 
 
 def wait_for_jobs(
@@ -338,7 +169,7 @@ def wait_for_jobs(
     every: float = 2,
     progress_every: float = 15,
     cancel: Callable[[], str] | None = None,
-) -> Snapshot:
+) -> cluster_state.Snapshot:
     """Wait until every Job of the release is Complete or Failed; report progress as it goes.
 
     Returns the final snapshot (callers decide what Failed means), or the current one as soon as
@@ -390,42 +221,23 @@ def wait_for_jobs(
         time.sleep(every)
 
 
-def termination(pod) -> str:
-    """The pod's phase, and how its `tensorflow` container last ended: "Failed, exit 137 (OOMKilled)"."""
-    ended = _tensorflow_ended(pod, last=True)
-    if not ended:
-        return pod.status.phase
-    return f"{pod.status.phase}, exit {ended.exit_code}" + (f" ({ended.reason})" if ended.reason else "")
-
-
 def diagnostics(api, namespace: str, release: str, tail: int = 30) -> str:
     """Logs of the pods that failed or are stuck, and the namespace's Warning events."""
     from kubernetes import client
 
     core = client.CoreV1Api(api)
     snap = snapshot(api, namespace, release)
-    out = []
-    for name, job in sorted(snap.jobs.items()):
-        if job_state(job) == "Failed":
-            out.append(f"Job {name} Failed: {failed_reason(job)}")
+    out = snap.failed_jobs()
     for p in snap.pods:
-        bad = p.status.phase == "Failed" or any(
-            (cs.restart_count or 0) > 0
-            or (cs.state and cs.state.waiting and cs.state.waiting.reason in STUCK_REASONS)
-            or (cs.state and cs.state.terminated and cs.state.terminated.exit_code)
-            for cs in p.status.container_statuses or []
-        )
-        if not bad:
+        if not cluster_state.needs_a_look(p):
             continue
         text = pod_log(api, namespace, p, tail) or "(no log)"
-        ended = termination(p)
-        out.append(f"--- pod {p.metadata.name} ({ended}), last {tail} log lines:\n{text.rstrip()}")
-        if "OOMKilled" in ended:
-            role = (p.metadata.labels or {}).get(COMPONENT, "<role>")
-            out.append(
-                f"    {p.metadata.name} used more memory than its limit and the kernel killed it: raise "
-                f"roles.{role}.resources.limits.memory (or lower the batch size)"
-            )
+        out.append(
+            f"--- pod {p.metadata.name} ({cluster_state.termination(p)}), last {tail} log lines:\n{text.rstrip()}"
+        )
+        advice = cluster_state.memory_advice(p)
+        if advice:
+            out.append(f"    {advice}")
     events = [e for e in core.list_namespaced_event(namespace).items if e.type == "Warning"]
     if events:
         out.append("--- Warning events:")
@@ -468,7 +280,7 @@ def release_objects(api, namespace: str, release: str, *, count_terminating: boo
         "Deployment": client.AppsV1Api(api).list_namespaced_deployment,
         "Secret": core.list_namespaced_secret,
     }
-    sel = f"{INSTANCE}={release}"
+    sel = f"{cluster_state.INSTANCE}={release}"
     return sorted(
         f"{kind}/{o.metadata.name}"
         for kind in RELEASE_KINDS
@@ -495,3 +307,67 @@ def launcher_events(api, namespace: str, pods: list, latest: int = 5) -> list[st
         times = f" (x{e.count})" if (e.count or 1) > 1 else ""
         lines.append(f"{when} {e.involved_object.name} {e.reason}{times}: {e.message}")
     return lines
+
+
+# ------------------------------------------------------------------ `tf-cluster status`, `logs`
+def release_status(
+    api, namespace: str, release: str, *, log_tail: int | None = LOG_TAIL
+) -> tuple[cluster_state.Snapshot, RunReport, list[str]]:
+    """A release already running on a cluster: its snapshot, its report (`RunReport.status()`
+    prints it) and why its gangs wait (gang.explain, as smoke says it). UsageError when the
+    namespace holds no Job or pod of the release."""
+    snap = read_release(api, namespace, release)
+    report = cluster_state.cluster_report(
+        snap,
+        f"namespace {namespace}, release {release}",
+        lambda p: pod_log(api, namespace, p, tail_lines=log_tail),
+        job_warnings=job_warnings(api, namespace, snap),
+    )
+    return snap, report, gang_lines(api, namespace, snap)
+
+
+def read_release(api, namespace: str, release: str) -> cluster_state.Snapshot:
+    """The release's Jobs and pods; an error a user can act on when the cluster cannot be read or
+    holds no such release."""
+    from kubernetes import client
+    from urllib3.exceptions import HTTPError
+
+    try:
+        snap = snapshot(api, namespace, release)
+    except client.ApiException as e:
+        raise TfClusterError(f"cannot read the Jobs and pods of namespace {namespace}: {e.status} {e.reason}") from e
+    except HTTPError as e:
+        raise TfClusterError(f"cannot reach the cluster: {e}") from e
+    if not snap.jobs and not snap.pods:
+        raise UsageError(f"no pods or Jobs of release {release} in namespace {namespace}: helm list -n {namespace}")
+    return snap
+
+
+def job_warnings(api, namespace: str, snap: cluster_state.Snapshot) -> dict[str, str]:
+    """The latest FailedCreate event of each running Job that owes pods (a quota, a policy that refused them)."""
+    from kubernetes import client
+
+    owing = snap.owing_jobs()
+    if not owing:
+        return {}
+    out: dict[str, str] = {}
+    try:
+        events = client.CoreV1Api(api).list_namespaced_event(namespace, field_selector="involvedObject.kind=Job").items
+    except client.ApiException:
+        return {}  # events are a hint: a user who may not read them still gets the rest
+    for e in sorted(events, key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp):
+        if e.involved_object.name in owing and e.reason == "FailedCreate":
+            out[e.involved_object.name] = f"{e.reason}: {e.message}"
+    return out
+
+
+def gang_lines(api, namespace: str, snap: cluster_state.Snapshot) -> list[str]:
+    """Why the release's gangs wait (none when every gang is placed)."""
+    from kubernetes import client
+
+    if not any(g.unbound for g in gang.gangs(snap).values()):
+        return []
+    try:
+        return gang.explain(api, namespace, snap)[0]
+    except client.ApiException as e:
+        return [f"a gang waits; cannot say why: reading nodes and PodGroups was refused ({e.status} {e.reason})"]

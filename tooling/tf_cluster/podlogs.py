@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
-from . import kube, progress
+from . import cluster_state, kube, progress
 from .errors import TfClusterError, UsageError
 
 CONTAINER = "tensorflow"  # the chart's training container (the launcher and the program)
@@ -24,7 +24,7 @@ LIST_TRIES = 5  # a follower gives up after this many failed listings in a row
 
 
 def task_name(pod) -> str:
-    role, index = kube.task_of(pod)
+    role, index = cluster_state.task_of(pod)
     return f"{role}-{index}"
 
 
@@ -149,10 +149,10 @@ def seconds(text: str) -> int:
     return sum(int(n) * {"h": 3600, "m": 60, "s": 1}[u] for n, u in parts)
 
 
-def of_roles(snap: kube.Snapshot, roles: Iterable[str] = ()) -> list:
+def of_roles(snap: cluster_state.Snapshot, roles: Iterable[str] = ()) -> list:
     """The snapshot's pods (of `roles`, if given), oldest first."""
     wanted = set(roles)
-    pods = [p for p in snap.pods if not wanted or kube.task_of(p)[0] in wanted]
+    pods = [p for p in snap.pods if not wanted or cluster_state.task_of(p)[0] in wanted]
     return sorted(pods, key=lambda p: (p.metadata.creation_timestamp, p.metadata.name))
 
 

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from tf_cluster import ROOT, helm, kube, progress
+from tf_cluster import ROOT, cluster_state, helm, kube, progress
 from tf_cluster.errors import RunError
 
 SMALL = Path(__file__).with_name("values-small-node.yaml")
 EX = ROOT / "values-examples"
 KUBECONFIG = os.environ.get("TF_CLUSTER_E2E_KUBECONFIG", "")
-JOB_NAME = "batch.kubernetes.io/job-name"
-INDEX = "batch.kubernetes.io/job-completion-index"
+JOB_NAME = cluster_state.JOB_NAME_LABEL
+INDEX = cluster_state.INDEX_LABEL
 
 
 def say(msg: str) -> None:
@@ -61,7 +61,7 @@ def reported(api, ns, pod_name: str) -> progress.TaskProgress:
     return progress.TaskProgress.of_log(log(api, ns, pod_name))
 
 
-def wait(api, ns, release, timeout=900, **kw) -> kube.Snapshot:
+def wait(api, ns, release, timeout=900, **kw) -> cluster_state.Snapshot:
     return kube.wait_for_jobs(api, ns, release, timeout=timeout, say=say, **kw)
 
 
@@ -108,7 +108,7 @@ def delete_pod(api, ns, name: str) -> None:
     say(f"deleted pod {name}")
 
 
-def all_complete(snap: kube.Snapshot, api, ns, release) -> None:
+def all_complete(snap: cluster_state.Snapshot, api, ns, release) -> None:
     states = snap.states()
     assert states and set(states.values()) == {"Complete"}, f"{states}\n{kube.diagnostics(api, ns, release)}"
 
@@ -173,7 +173,7 @@ def test_mwms_cpu_trains_through_cluster_dns_and_exports_the_model(api, ns, majo
     say(f"mwms (helm {major}) passed in {time.monotonic() - t0:.0f}s")
 
 
-def servers_stopped_by_the_leader(api, ns, release: str, snap: kube.Snapshot) -> None:
+def servers_stopped_by_the_leader(api, ns, release: str, snap: cluster_state.Snapshot) -> None:
     """ps, workers and the evaluator never exit on their own: their launchers saw the chief's Job
     Complete and stopped them, within a bound of its completion."""
     done = {n.split("-tf-cluster-")[1].rsplit("-", 1)[0]: j.status.completion_time for n, j in snap.jobs.items()}
@@ -320,7 +320,7 @@ def test_a_bad_image_is_reported_and_the_job_fails(api, ns):
     say(f"reported: {str(e.value).splitlines()[1]}")
     snap = wait(api, ns, "bad", timeout=300, stuck_grace=10**6)  # the deadline fails the Job: no hang
     (job,) = snap.jobs.values()
-    assert kube.job_state(job) == "Failed" and "DeadlineExceeded" in kube.failed_reason(job)
+    assert cluster_state.job_state(job) == "Failed" and "DeadlineExceeded" in cluster_state.failed_reason(job)
 
 
 @pytest.mark.parametrize(
@@ -342,8 +342,8 @@ def test_a_crashing_trainer_fails_the_job_with_a_reason(api, ns, code, reason):
     )
     snap = wait(api, ns, "crash", timeout=300)
     (job,) = snap.jobs.values()
-    assert kube.job_state(job) == "Failed", kube.diagnostics(api, ns, "crash")
-    assert reason in kube.failed_reason(job)
+    assert cluster_state.job_state(job) == "Failed", kube.diagnostics(api, ns, "crash")
+    assert reason in cluster_state.failed_reason(job)
     report = kube.diagnostics(api, ns, "crash")
     assert "bad config: no such dataset" in report and "Failed" in report
-    say(f"Job failed: {kube.failed_reason(job)}")
+    say(f"Job failed: {cluster_state.failed_reason(job)}")

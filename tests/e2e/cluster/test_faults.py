@@ -38,7 +38,7 @@ from test_cluster import (
     wait_for_log,
 )
 
-from tf_cluster import kube, progress
+from tf_cluster import cluster_state, kube, progress
 
 NODE_PKG = Path(__file__).resolve().parents[3] / "hack" / "node"  # the node harness
 sys.path.insert(0, str(NODE_PKG.parent))
@@ -120,12 +120,12 @@ def model_exported(api, ns, release: str) -> None:
     assert (model / "saved_model.pb").is_file(), f"no model in {model.parent}: {sorted(model.parent.iterdir())}"
 
 
-def job_of(snap: kube.Snapshot, role: str):
+def job_of(snap: cluster_state.Snapshot, role: str):
     (job,) = [j for name, j in snap.jobs.items() if f"-tf-cluster-{role}-" in name]
     return job
 
 
-def budget(snap: kube.Snapshot, role: str) -> str:
+def budget(snap: cluster_state.Snapshot, role: str) -> str:
     job = job_of(snap, role)
     limit = job.spec.backoff_limit_per_index
     return f"{role}: {job.status.failed or 0} failure(s) counted (backoffLimitPerIndex {limit})"
@@ -147,8 +147,10 @@ def test_a_killed_ps_restarts_the_coordinator_which_resumes_from_its_checkpoint(
     snap = wait(api, ns, "psk")
     all_complete(snap, api, ns, "psk")
     ps_tries, chief_tries = tries(api, ns, "ps"), tries(api, ns, "chief")
-    assert kube.exit_code(ps_tries[0]) == 137 and len(ps_tries) == 2, [kube.termination(p) for p in ps_tries]
-    assert len(chief_tries) >= 2 and kube.exit_code(chief_tries[0]) != 0, "the coordinator failed with its ps"
+    assert cluster_state.exit_code(ps_tries[0]) == 137 and len(ps_tries) == 2, [
+        cluster_state.termination(p) for p in ps_tries
+    ]
+    assert len(chief_tries) >= 2 and cluster_state.exit_code(chief_tries[0]) != 0, "the coordinator failed with its ps"
     last = chief_tries[-1].metadata.name
     resumed = reported(api, ns, last).resumed_at()
     assert resumed and resumed[-1] >= 2, log(api, ns, last)[-3000:]
@@ -157,7 +159,7 @@ def test_a_killed_ps_restarts_the_coordinator_which_resumes_from_its_checkpoint(
     model_exported(api, ns, "psk")
     no_running_pods(api, ns)
     say(
-        f"ps killed at chief epoch {at}/{total}; the chief failed (exit {kube.exit_code(chief_tries[0])}), "
+        f"ps killed at chief epoch {at}/{total}; the chief failed (exit {cluster_state.exit_code(chief_tries[0])}), "
         f"came back and resumed after epoch {resumed[-1]}; {first_step - killed:.0f}s from the kill to its next epoch; "
         f"{budget(snap, 'chief')}; {budget(snap, 'ps')}"
     )
@@ -187,7 +189,9 @@ def test_a_killed_chief_resumes_from_its_checkpoint_and_the_others_still_stop(ap
     snap = wait(api, ns, "ck")
     all_complete(snap, api, ns, "ck")
     chief_tries = tries(api, ns, "chief")
-    assert kube.exit_code(chief_tries[0]) == 137 and len(chief_tries) >= 2, [p.metadata.name for p in chief_tries]
+    assert cluster_state.exit_code(chief_tries[0]) == 137 and len(chief_tries) >= 2, [
+        p.metadata.name for p in chief_tries
+    ]
     last = chief_tries[-1].metadata.name
     resumed = reported(api, ns, last).resumed_at()
     assert resumed and resumed[-1] >= 2, log(api, ns, last)[-3000:]
@@ -350,6 +354,8 @@ def test_a_trainer_over_its_memory_limit_is_retried_and_smoke_says_oomkilled(ns,
     print(out[-3000:])
     assert r.returncode != 0, out[-3000:]
     pods = tries(api, ns, "worker")
-    assert len(pods) == 2 and all(kube.exit_code(p) == 137 for p in pods), [kube.termination(p) for p in pods]
+    assert len(pods) == 2 and all(cluster_state.exit_code(p) == 137 for p in pods), [
+        cluster_state.termination(p) for p in pods
+    ]
     assert "exit 137 (OOMKilled)" in out and "roles.worker.resources.limits.memory" in out, out[-3000:]
-    say(f"OOMKilled twice (backoffLimitPerIndex 1), smoke exit {r.returncode}: {kube.termination(pods[-1])}")
+    say(f"OOMKilled twice (backoffLimitPerIndex 1), smoke exit {r.returncode}: {cluster_state.termination(pods[-1])}")

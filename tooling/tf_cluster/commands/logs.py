@@ -14,8 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .. import kube, podlogs, roles
-from ..runner.cluster import pod_state, read_release
+from .. import cluster_state, kube, podlogs, roles
 from . import Subparsers, add_release_args
 
 
@@ -47,7 +46,7 @@ def note(text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     since = podlogs.seconds(args.since) if args.since else None
     api, namespace = kube.connect(str(args.kubeconfig) if args.kubeconfig else None, args.namespace)
-    snap = read_release(api, namespace, args.release)
+    snap = kube.read_release(api, namespace, args.release)
     if args.follow:
         follower = podlogs.Follower(
             list_pods=lambda: podlogs.pods_of(api, namespace, args.release, args.role),
@@ -65,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     for pod in podlogs.of_roles(snap, args.role):
         task = podlogs.task_name(pod)
         if not podlogs.started(pod):
-            state, detail, _ = pod_state(pod)
+            state, detail, _ = cluster_state.pod_state(pod)
             note(f"[{task}] no log yet: pod {pod.metadata.name} {state}" + (f" ({detail})" if detail else ""))
             continue
         try:

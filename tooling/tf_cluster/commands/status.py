@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from .. import kube
 from ..errors import UsageError
 from ..runner import RunReport
-from ..runner.cluster import release_status
 from . import Subparsers, add_release_args
 
 
@@ -61,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
     redraw = args.watch and sys.stdout.isatty()
     try:
         while True:
-            snap, report, gangs = release_status(api, namespace, args.release)
+            snap, report, gangs = kube.release_status(api, namespace, args.release)
             events = kube.launcher_events(api, namespace, snap.pods)
             text = render(args.release, namespace, report, gangs, snap.finished(), events)
             if redraw:
