@@ -31,6 +31,7 @@ import socket
 import ssl
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -471,19 +472,32 @@ class SimCluster:
         }
         env.pop("TF_CLUSTER_METRICS_PORT", None)  # a port per pod in a cluster; these share a host
         env.update(extra_env or {})
-        argv = [
-            "unshare",
-            "-m",
-            "sh",
-            "-c",
-            f'mount --bind "{resolv}" /etc/resolv.conf && exec "$@"',
-            "sh",
-            sys.executable,
-            str(launcher),
-            "--",
-            *program,
-        ]
-        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        in_pod_dns = ["unshare", "-m", "sh", "-c", f'mount --bind "{resolv}" /etc/resolv.conf && exec "$@"', "sh"]
+        if env.get("TF_CLUSTER_AGENT_DIR"):
+            # as in the pod: the tf-cluster-agent sidecar holds the token and tells the task in a folder
+            agent_dir = workdir / f"agent-{pod['metadata']['name']}"
+            agent_dir.mkdir(parents=True, exist_ok=True)
+            env["TF_CLUSTER_AGENT_DIR"] = str(agent_dir)
+            agent_log = (workdir / f"agent-{pod['metadata']['name']}.log").open("w")
+            agent = subprocess.Popen(
+                [*in_pod_dns, sys.executable, str(launcher), "--agent"], env=env, stdout=agent_log, stderr=agent_log
+            )
+            env = {**env, "TF_CLUSTER_SA_DIR": str(workdir / "no-token")}  # the training container has none
+        task = subprocess.Popen(
+            [*in_pod_dns, sys.executable, str(launcher), "--", *program],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        if env.get("TF_CLUSTER_AGENT_DIR"):
+
+            def stop_agent_after_task() -> None:  # the kubelet stops a native sidecar once the pod's container ends
+                task.wait()
+                agent.terminate()
+
+            threading.Thread(target=stop_agent_after_task, daemon=True).start()
+        return task
 
     def token(self, namespace: str, service_account: str, seconds: int = 7200) -> str:
         from kubernetes import client

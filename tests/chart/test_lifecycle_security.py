@@ -96,13 +96,25 @@ def _role_and_tokens(values: dict) -> tuple[dict, str, dict]:
         if d["kind"] == "Job" and d["metadata"]["name"].startswith("tf-tf-cluster-chief")
     )
     tokens = {
-        d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"]["template"]["spec"][
-            "automountServiceAccountToken"
-        ]
+        d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: token_holders(d)
         for d in docs
         if d["kind"] == "Job"
     }
     return role, chief, tokens
+
+
+def token_holders(job: dict) -> bool:
+    """Whether the Job's pods hold the account's token, checking that only the tf-cluster-agent
+    sidecar does: never automounted, never mounted by the training container or another."""
+    spec = job["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is False
+    holders = [
+        c["name"]
+        for c in [*spec.get("initContainers", []), *spec["containers"]]
+        if any(m["name"] == "tf-cluster-token" for m in c.get("volumeMounts", []))
+    ]
+    assert holders in ([], ["tf-cluster-agent"]), holders
+    return bool(holders)
 
 
 def rules_of(role: dict) -> dict:
@@ -141,9 +153,8 @@ def test_a_single_task_mounts_no_token_and_gets_no_role():
         }
     )
     assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
-    assert {d["spec"]["template"]["spec"]["automountServiceAccountToken"] for d in docs if d["kind"] == "Job"} == {
-        False
-    }
+    assert {token_holders(d) for d in docs if d["kind"] == "Job"} == {False}
+    assert not [c for d in docs if d["kind"] == "Job" for c in d["spec"]["template"]["spec"].get("initContainers", [])]
 
 
 def test_the_fence_adds_patch_pod_status_only():

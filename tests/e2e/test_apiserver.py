@@ -18,6 +18,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -281,9 +282,11 @@ def test_launcher_stops_a_server_through_the_api_when_the_chief_job_ends(apiserv
     assert f"will stop when Job {chief} finishes (watched)" in err, err
 
 
-def ps_launcher(apiserver, namespace, tmp_path, sa: str, **extra) -> tuple[subprocess.Popen, str]:
+def ps_launcher(apiserver, namespace, tmp_path, sa: str, agent: bool = False, **extra) -> tuple[subprocess.Popen, str]:
     """The parameter-server example's objects created, and the launcher of its ps started as its Job
-    would start it, with `sa`'s token; the ps serves until stopped. Returns it and the chief Job."""
+    would start it, with `sa`'s token; the ps serves until stopped. Returns it and the chief Job.
+    With `agent`, as the chart's pod runs it: the token only in the agent (`--agent`, the
+    tf-cluster-agent sidecar), which tells the ps's launcher through a folder; it stops with the ps."""
     from kubernetes import utils
 
     docs = helm.parse(helm.template([PS_EXAMPLE], release="tf", namespace=namespace))
@@ -305,7 +308,22 @@ def ps_launcher(apiserver, namespace, tmp_path, sa: str, **extra) -> tuple[subpr
     }
     serve = "import time; print('serving', flush=True); time.sleep(600)"
     argv = [sys.executable, str(LAUNCHER), "--", sys.executable, "-c", serve]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), chief
+    if not agent:
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), chief
+    env["TF_CLUSTER_AGENT_DIR"] = str(tmp_path / "agent")
+    (tmp_path / "agent").mkdir()
+    agent_log = (tmp_path / "agent.log").open("w")
+    sidecar = subprocess.Popen([sys.executable, str(LAUNCHER), "--agent"], env=env, stdout=agent_log, stderr=agent_log)
+    (tmp_path / "no-token").mkdir()
+    env["TF_CLUSTER_SA_DIR"] = str(tmp_path / "no-token")
+    task = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def stop_the_agent_with_the_task() -> None:  # the kubelet stops a native sidecar after the pod's container
+        task.wait()
+        sidecar.terminate()
+
+    threading.Thread(target=stop_the_agent_with_the_task, daemon=True).start()
+    return task, chief
 
 
 def test_a_server_whose_leading_job_is_deleted_before_it_finished_stops_and_fails(apiserver, namespace, tmp_path):
@@ -364,6 +382,9 @@ class Task:
             "TF_CLUSTER_SA_DIR": str(token_for(apiserver, namespace, sa, tmp_path)),
         }
         env.pop("TF_CLUSTER_METRICS_PORT", None)
+        # the launcher with the token in one process: the code the pod's tf-cluster-agent runs
+        # (test_a_server_stopped_with_its_leader_records_it_as_an_event_on_its_pod: the two apart)
+        env.pop("TF_CLUSTER_AGENT_DIR", None)
         self.proc = subprocess.Popen(
             [sys.executable, str(LAUNCHER), "--", sys.executable, "-c", "print('trained')"],
             env=env,
@@ -793,11 +814,13 @@ def test_a_signalled_smoke_uninstalls_its_release_and_deletes_its_namespace(apis
 def test_a_server_stopped_with_its_leader_records_it_as_an_event_on_its_pod(apiserver, namespace, tmp_path):
     """Issue 47: the launcher tells a platform's tools, not only its log. A ps whose chief's Job
     completes records `StoppedWithLeader` on its own pod (what `kubectl describe pod` and
-    `kubectl events` show), with the release's own token."""
+    `kubectl events` show), with the release's own token. Issue 44: as the chart's pod runs it, the
+    token in the agent alone: the ps's launcher, without one, learns from the agent that the chief's
+    Job completed and stops; the agent records the Event."""
     from kubernetes import client
 
     pod = "tf-tf-cluster-ps-0-x1y2z"
-    proc, chief = ps_launcher(apiserver, namespace, tmp_path, "tf-tf-cluster", TF_CLUSTER_POD_NAME=pod)
+    proc, chief = ps_launcher(apiserver, namespace, tmp_path, "tf-tf-cluster", agent=True, TF_CLUSTER_POD_NAME=pod)
     assert proc.stdout.readline().strip() == "serving"
     core = client.CoreV1Api(apiserver["api"])
     (ps_job,) = [
@@ -809,6 +832,11 @@ def test_a_server_stopped_with_its_leader_records_it_as_an_event_on_its_pod(apis
     finish(apiserver["api"], namespace, chief, "Complete")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
+    assert "leading Job completed; task stopped (exit 0)" in err, err
+    assert (tmp_path / "agent" / "leader").read_text().strip() == "Complete"
+    assert not any((tmp_path / "no-token").iterdir()), "the task's launcher has no token"
+    agent_log = (tmp_path / "agent.log").read_text()
+    assert f"will stop when Job {chief} finishes (watched)" in agent_log, agent_log
     events = core.list_namespaced_event(namespace).items
     (event,) = [e for e in events if e.involved_object.name == pod]
     assert (event.reason, event.type, event.source.component, event.count) == (

@@ -8,7 +8,7 @@ Standard library only, so it runs in any image with Python 3.8+.
 
 import sys
 
-from tf_cluster_launcher.task import main
+from tf_cluster_launcher.cli import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

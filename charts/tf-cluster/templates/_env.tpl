@@ -34,6 +34,9 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
   (dict "name" "PYTHONUNBUFFERED" "value" "1")
   (dict "name" "HOME" "value" "/tmp")
 -}}
+{{- if include "tf-cluster.hasAgent" $r -}}
+{{- $env = append $env (dict "name" "TF_CLUSTER_AGENT_DIR" "value" "/opt/tf-cluster/agent") -}}
+{{- end -}}
 {{- $env = concat $env (include "tf-cluster.coordinatorEnv" $ctx | fromJsonArray) -}}
 {{- $env = concat $env (include "tf-cluster.metricsEnv" $ctx | fromJsonArray) -}}
 {{- if include "tf-cluster.setsTfConfig" $r -}}
@@ -61,8 +64,12 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- $env = append $env (dict "name" "CHIEF_HOSTS" "value" (include "tf-cluster.hostList" (dict "context" $ctx "role" "chief"))) -}}
 {{- end -}}
 {{- end -}}
+{{- if .chartOnly -}}{{- /* the tf-cluster-agent sidecar: the chart's entries, none of the user's */ -}}
+{{- toYaml $env -}}
+{{- else -}}
 {{- $merge := dict "chart" $env "keep" (list "TF_TASK_INDEX") "top" $v.env "own" .spec.env -}}
 {{- include "tf-cluster.withUserEnv" $merge | fromJsonArray | toYaml -}}
+{{- end -}}
 {{- end -}}
 
 {{/* The chart's env entries under the user's, as a JSON list (no duplicate names: Helm 4 rejects

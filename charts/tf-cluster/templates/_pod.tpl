@@ -12,6 +12,7 @@ Usage: include "tf-cluster.podTemplate" (dict "context" $ "role" "worker" "polic
 {{- $role := include "tf-cluster.role" $r | fromJson -}}
 {{- $traits := include "tf-cluster.traits" $r | fromJson -}}
 {{- $stops := include "tf-cluster.stopsWithLeader" $r -}}
+{{- $agent := include "tf-cluster.hasAgent" $r -}}
 {{- $inGang := include "tf-cluster.inGang" $r -}}
 {{- $gangMeta := include "tf-cluster.gangPodMeta" $r | fromJson -}}
 metadata:
@@ -36,7 +37,9 @@ spec:
   subdomain: {{ include "tf-cluster.fullname" $ctx }}
   restartPolicy: Never
   serviceAccountName: {{ include "tf-cluster.serviceAccountName" $ctx }}
-  automountServiceAccountToken: {{ if or $stops (include "tf-cluster.fences" $ctx) (include "tf-cluster.watchesPeers" $ctx) }}true{{ else }}false{{ end }}
+  # No container gets the account's token but the tf-cluster-agent sidecar (its own projected
+  # volume): the user's program holds no credential.
+  automountServiceAccountToken: false
   enableServiceLinks: false
   terminationGracePeriodSeconds: {{ int .policy.terminationGracePeriodSeconds }}
   {{- with $role.priorityClassName }}
@@ -71,9 +74,15 @@ spec:
   topologySpreadConstraints:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with (include "tf-cluster.initContainers" (dict "context" $ctx "role" $role) | fromJsonArray) }}
+  {{- $inits := include "tf-cluster.initContainers" (dict "context" $ctx "role" $role) | fromJsonArray }}
+  {{- if or $agent $inits }}
   initContainers:
+    {{- if $agent }}
+    {{- include "tf-cluster.agentContainer" (dict "context" $ctx "role" $roleName "spec" $role) | nindent 4 }}
+    {{- end }}
+    {{- with $inits }}
     {{- toYaml . | nindent 4 }}
+    {{- end }}
   {{- end }}
   containers:
     - name: tensorflow
@@ -119,11 +128,40 @@ spec:
         {{- toYaml $v.securityContext | nindent 8 }}
       volumeMounts:
         {{- include "tf-cluster.volumeMounts" $ctx | nindent 8 }}
+        {{- if $agent }}
+        - name: tf-cluster-agent
+          mountPath: /opt/tf-cluster/agent
+          readOnly: true
+        {{- end }}
         {{- with $role.extraVolumeMounts }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
   volumes:
     {{- include "tf-cluster.volumes" $ctx | nindent 4 }}
+    {{- if $agent }}
+    # What the agent tells the training container (files/tf_cluster_launcher/agent.py), and the
+    # account's token, for the agent alone.
+    - name: tf-cluster-agent
+      emptyDir:
+        medium: Memory
+        sizeLimit: 1Mi
+    - name: tf-cluster-token
+      projected:
+        sources:
+          - serviceAccountToken:
+              path: token
+              expirationSeconds: 3607
+          - configMap:
+              name: kube-root-ca.crt
+              items:
+                - key: ca.crt
+                  path: ca.crt
+          - downwardAPI:
+              items:
+                - path: namespace
+                  fieldRef:
+                    fieldPath: metadata.namespace
+    {{- end }}
     {{- with $role.extraVolumes }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -196,4 +234,45 @@ spec:
 {{- $_ := set $out "requests" $requests -}}
 {{- end -}}
 {{- toJson $out -}}
+{{- end -}}
+
+{{/* Whether a role's pods need the API (they stop with the leader, fence, or watch their peers):
+     then the tf-cluster-agent sidecar does that work, with the token.
+     Usage: include "tf-cluster.hasAgent" (dict "context" $ "role" "worker") */}}
+{{- define "tf-cluster.hasAgent" -}}
+{{- if or (include "tf-cluster.stopsWithLeader" .) (include "tf-cluster.fences" .context) (include "tf-cluster.watchesPeers" .context) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The tf-cluster-agent container: a native sidecar (Kubernetes 1.29+: `restartPolicy: Always`
+     in initContainers, started first, stopped once the training container ends) running the
+     launcher's agent (files/tf_cluster_launcher/agent.py): the leader watch, the peer wait through
+     the API, the fence and the Events. It alone mounts the account's token; it tells the training
+     container what it learns through /opt/tf-cluster/agent, which that container mounts read-only.
+     Usage: include "tf-cluster.agentContainer" (dict "context" $ "role" "worker" "spec" $role) */}}
+{{- define "tf-cluster.agentContainer" -}}
+{{- $v := .context.Values -}}
+- name: tf-cluster-agent
+  {{- include "tf-cluster.image" (dict "context" .context "override" .spec.image) | nindent 2 }}
+  restartPolicy: Always
+  command:
+    - {{ $v.launcher.python }}
+    - /opt/tf-cluster/launcher/launcher.py
+    - --agent
+  env:
+    {{- include "tf-cluster.env" (merge (dict "chartOnly" true) .) | nindent 4 }}
+  {{- with $v.launcher.agent.resources }}
+  resources:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    {{- toYaml $v.securityContext | nindent 4 }}
+  volumeMounts:
+    - name: launcher
+      mountPath: /opt/tf-cluster/launcher
+      readOnly: true
+    - name: tf-cluster-agent
+      mountPath: /opt/tf-cluster/agent
+    - name: tf-cluster-token
+      mountPath: /var/run/secrets/kubernetes.io/serviceaccount
+      readOnly: true
 {{- end -}}

@@ -75,9 +75,12 @@ def pods_of(api, ns, job_substr: str):
     ]
 
 
-def log(api, ns, pod_name: str) -> str:
+def log(api, ns, pod_name: str, container: str | None = None) -> str:
+    """A pod's log: its training container's, or `container`'s (tf-cluster-agent: the API's side)."""
     from kubernetes import client
 
+    if container:
+        return client.CoreV1Api(api).read_namespaced_pod_log(pod_name, ns, container=container)
     return client.CoreV1Api(api).read_namespaced_pod_log(pod_name, ns)
 
 

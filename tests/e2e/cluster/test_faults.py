@@ -307,7 +307,7 @@ def test_training_goes_on_while_kube_apiserver_is_down_for_60s(api, ns):
     # retry, which is right. So a retry is reported, not required: what is required is above
     # (training went on, nothing stopped or restarted) and below (the run completed).
     retried = [p.metadata.name for p in pods_of(api, ns, "-worker-") + pods_of(api, ns, "-ps-")]
-    retried = [n for n in retried if "retrying" in log(api, ns, n)]
+    retried = [n for n in retried if "retrying" in log(api, ns, n, container="tf-cluster-agent")]
     model_exported(api, ns, "api")
     no_running_pods(api, ns)
     say(

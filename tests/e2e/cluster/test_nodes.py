@@ -270,12 +270,13 @@ def lost_node_timeline(api, ns: str, victim: str, t_fault: float) -> dict[str, f
 
 
 def fence_lines(api, ns: str, lost: str) -> list[str]:
-    """What the launchers said they fenced (the pods on the lost node cannot be read)."""
+    """What the agents said they fenced (the pods on the lost node cannot be read): the fence runs in
+    each pod's tf-cluster-agent sidecar, which holds the token."""
     return [
         line
         for p in pods_of(api, ns, "-tf-cluster-")
-        if p.spec.node_name != lost
-        for line in log(api, ns, p.metadata.name).splitlines()
+        if p.spec.node_name != lost and any(c.name == "tf-cluster-agent" for c in p.spec.init_containers or [])
+        for line in log(api, ns, p.metadata.name, container="tf-cluster-agent").splitlines()
         if "fencing " in line
     ]
 

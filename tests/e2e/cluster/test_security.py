@@ -57,12 +57,15 @@ print(json.dumps({"dns": True, "tcp": tcp}))
 INSIDE = r"""
 import errno, json, os, socket, ssl, urllib.error, urllib.request
 sa = "/var/run/secrets/kubernetes.io/serviceaccount"
-token = open(sa + "/token").read().strip()
-ctx = ssl.create_default_context(cafile=sa + "/ca.crt")
+token = open(sa + "/token").read().strip() if os.path.exists(sa + "/token") else None
+# without the account's files (the training container), the API server's own CA is not there either:
+# what is asked is whether the API lets an anonymous caller in, not whose certificate it shows
+ctx = ssl.create_default_context(cafile=sa + "/ca.crt") if token else ssl._create_unverified_context()
 api = "https://%s:%s" % (os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"])
 ns, leader = os.environ["TF_CLUSTER_NAMESPACE"], os.environ["TF_CLUSTER_LEADER_JOB"]
 def status(path, method="GET"):
-    req = urllib.request.Request(api + path, method=method, headers={"Authorization": "Bearer " + token})
+    auth = {"Authorization": "Bearer " + token} if token else {}
+    req = urllib.request.Request(api + path, method=method, headers=auth)
     try:
         return urllib.request.urlopen(req, context=ctx, timeout=10).status
     except urllib.error.HTTPError as e:
@@ -75,7 +78,7 @@ except OSError as e:
     rootfs = errno.errorcode[e.errno]
 cluster = json.loads(os.environ["TF_CONFIG"])["cluster"]
 print(json.dumps({
-    "uid": os.getuid(), "gid": os.getgid(), "rootfs": rootfs,
+    "uid": os.getuid(), "gid": os.getgid(), "rootfs": rootfs, "token": token is not None,
     "get leader": status(jobs + "/" + leader),
     "watch leader": status(jobs + "?fieldSelector=metadata.name%3D" + leader + "&watch=1&timeoutSeconds=1"),
     "delete leader": status(jobs + "/" + leader, "DELETE"),
@@ -85,6 +88,7 @@ print(json.dumps({
     "get own pod": status("/api/v1/namespaces/%s/pods/%s" % (ns, os.environ["HOSTNAME"])),
     "delete own pod": status("/api/v1/namespaces/%s/pods/%s" % (ns, os.environ["HOSTNAME"]), "DELETE"),
     "list secrets": status("/api/v1/namespaces/%s/secrets" % ns),
+    "patch another release's pod": status("/api/v1/namespaces/%s/pods/another-release-0/status" % ns, "PATCH"),
     "leader in default": status("/apis/batch/v1/namespaces/default/jobs/" + leader),
     "peers resolve": all(socket.gethostbyname(a.rsplit(":", 1)[0]) for t in cluster.values() for a in t),
 }))
@@ -243,18 +247,29 @@ def test_only_pods_of_the_release_reach_the_tf_port_and_tensorboard_admits_what_
     )
 
 
-def test_a_task_runs_as_non_root_on_a_read_only_root_and_its_token_reads_only_the_leading_job(run):
-    """Checked by a running ParameterServer worker itself (its launcher watches the chief's Job with
-    this token): the uid/gid the values set, a read-only root filesystem, and RBAC that lets the
-    token get and watch that one Job and list pods (peers' pods, the lost-node fence), nothing
-    else, here or in another namespace; cluster DNS answers."""
+def test_a_task_runs_as_non_root_on_a_read_only_root_without_a_token_its_agent_reads_only_the_leader(run):
+    """Checked by a running ParameterServer worker itself. Its training container (the user's
+    program): the uid/gid the values set, a read-only root filesystem, no service-account token, and
+    the API refuses what it can send (anonymous), another release's pod included. Its tf-cluster-agent
+    sidecar (which watches the chief's Job and the peers for it) holds the token, whose RBAC lets it
+    get and watch that one Job and list pods (peers' pods, the lost-node fence), nothing else, here
+    or in another namespace; cluster DNS answers in both."""
     seen = exec_in(run.ns, run.worker, INSIDE, container="tensorflow")
-    say(f"inside {run.worker}: {seen}")
-    assert (seen["uid"], seen["gid"], seen["rootfs"]) == (1000, 1000, "EROFS")
-    assert seen["get leader"] == 200
-    assert seen["watch leader"] == 200  # a watch naming it (fieldSelector metadata.name) is a request for it
-    assert seen["list pods"] == 200  # peers' pods, and nodeLoss.fence: pods stranded on a lost node
-    allowed = ("uid", "gid", "rootfs", "get leader", "watch leader", "list pods", "peers resolve")
-    denied = {k: v for k, v in seen.items() if k not in allowed}
-    assert set(denied.values()) == {403}, denied
+    say(f"inside {run.worker}'s training container: {seen}")
+    assert (seen["uid"], seen["gid"], seen["rootfs"], seen["token"]) == (1000, 1000, "EROFS", False)
+    asked = {k: v for k, v in seen.items() if k not in ("uid", "gid", "rootfs", "token", "peers resolve")}
+    assert set(asked.values()) <= {401, 403}, asked  # anonymous: refused, whatever it asks
     assert seen["peers resolve"] is True
+
+    agent = exec_in(run.ns, run.worker, INSIDE, container="tf-cluster-agent")
+    say(f"inside {run.worker}'s tf-cluster-agent: {agent}")
+    assert (agent["uid"], agent["gid"], agent["rootfs"], agent["token"]) == (1000, 1000, "EROFS", True)
+    assert agent["get leader"] == 200
+    assert agent["watch leader"] == 200  # a watch naming it (fieldSelector metadata.name) is a request for it
+    assert agent["list pods"] == 200  # peers' pods, and nodeLoss.fence: pods stranded on a lost node
+    # with nodeLoss.fence the release's Role may patch pods/status (the fence marks a stranded pod
+    # Failed): one account for all its pods, so every agent's token may, and no training container's
+    allowed = ("uid", "gid", "rootfs", "token", "get leader", "watch leader", "list pods", "peers resolve")
+    denied = {k: v for k, v in agent.items() if k not in allowed and k != "patch another release's pod"}
+    assert set(denied.values()) == {403}, denied
+    assert agent["peers resolve"] is True

@@ -45,6 +45,7 @@ LAUNCHER_MOUNT = "/opt/tf-cluster/launcher"
 SANDBOX = Path(__file__).with_name("sandbox.py")
 POD_VENV = "/opt/venv"  # images/Dockerfile.j2: the image's Python environment
 POD_API = "/run/tf-cluster"  # isolated tasks read the leading Job's condition here
+AGENT_DIR_ENV = "TF_CLUSTER_AGENT_DIR"  # the chart's tf-cluster-agent sidecar tells the task there
 METRICS_PORT_ENV = "TF_CLUSTER_METRICS_PORT"  # the chart's metrics.port: the launcher serves /metrics there
 IMAGE_WORKDIR = "/tmp"  # images/Dockerfile.j2: WORKDIR, and the home of its user 1000
 IMAGE_ENV = {  # images/Dockerfile.j2: ENV (checked by a test)
@@ -302,6 +303,8 @@ class TaskMaker:
         if METRICS_PORT_ENV in env:  # every pod has the same metrics.port; here they share one network
             env[METRICS_PORT_ENV] = str(self._free_port())
         env["TF_CLUSTER_FENCE_SECONDS"] = "0"  # one machine, no API: no node to lose, nothing to fence
+        # no tf-cluster-agent sidecar here (it is the API's side): the leader status file stands in
+        env.pop(AGENT_DIR_ENV, None)
         return env
 
     def _free_port(self) -> int:

@@ -7,7 +7,20 @@ import time
 import urllib.error
 import urllib.request
 
-from .common import ABANDONED, FAILURE, GONE, STARTED, SUCCESS, UNWATCHABLE, ConfigError, env, env_seconds, log
+from .common import (
+    ABANDONED,
+    EXIT_LEADER_FAILED,
+    FAILURE,
+    GONE,
+    STARTED,
+    SUCCESS,
+    UNWATCHABLE,
+    ConfigError,
+    env,
+    env_seconds,
+    log,
+)
+from .events import EVENTS
 from .informer import Informer
 from .kubeapi import api
 
@@ -238,3 +251,19 @@ def watch_leader_job(on_finished, stop_event):
             jobs.wait_for_change(1.0)
     finally:
         jobs.stop()
+
+
+def record_leader_event(cond, already):
+    """The Event of a task stopped because its leading Job ended as `cond` (none when it had ended
+    before this task started, `already`, except that it is gone)."""
+    what = leader_name()
+    if cond == GONE:
+        EVENTS.record(
+            "LeaderGone", "%s no longer exists: task stopped (exit %d)" % (what, EXIT_LEADER_FAILED), warning=True
+        )
+    elif not already and cond in ("Complete", "Failed"):
+        EVENTS.record(
+            "StoppedWithLeader",
+            "%s is %s: task stopped (exit %d)" % (what, cond, 0 if cond == "Complete" else EXIT_LEADER_FAILED),
+            warning=cond == "Failed",
+        )

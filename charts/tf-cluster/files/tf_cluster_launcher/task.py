@@ -7,9 +7,8 @@ import os
 import signal
 import threading
 import time
-import urllib.error
-import urllib.request
 
+from .agent import LEADER, PEER_LOST, PEERS, agent_file, read_told
 from .child import start_child, stop_child
 from .common import (
     ABANDONED,
@@ -27,11 +26,17 @@ from .common import (
 )
 from .events import EVENTS
 from .fencing import fence_loop, fences
-from .leader import leader_condition, leader_condition_at_start, leader_condition_or_empty, leader_name, watch_leader
+from .leader import (
+    leader_condition_at_start,
+    leader_condition_or_empty,
+    leader_name,
+    record_leader_event,
+    watch_leader,
+)
 from .metrics import Metrics
 from .peerpods import wait_for_peer_pods
 from .progress import echo_metrics
-from .tfconfig import peer_hosts, peers_needed, wait_for_peers
+from .tfconfig import peers_needed, wait_for_peers
 
 
 def run(argv):
@@ -98,16 +103,9 @@ def leader_exit(cond, already):
             "%s no longer exists; task stopped (exit %d: this run cannot complete; install or upgrade the "
             "release for a new one)" % (what, EXIT_LEADER_FAILED)
         )
-        EVENTS.record(
-            "LeaderGone", "%s no longer exists: task stopped (exit %d)" % (what, EXIT_LEADER_FAILED), warning=True
-        )
+        record_leader_event(cond, already)
         return EXIT_LEADER_FAILED
-    if not already and cond in ("Complete", "Failed"):
-        EVENTS.record(
-            "StoppedWithLeader",
-            "%s is %s: task stopped (exit %d)" % (what, cond, 0 if cond == "Complete" else EXIT_LEADER_FAILED),
-            warning=cond == "Failed",
-        )
+    record_leader_event(cond, already)
     if already:
         log("%s is already %s; nothing to do" % (what, cond))
         return EXIT_LEADER_FAILED if cond == "Failed" else 0
@@ -141,6 +139,10 @@ class TaskRun:
         self.fencing = threading.Event()  # never set: the fence runs as long as the task
         self.stop_event = threading.Event()  # the child has exited: the helper threads end
         self.peer_lost = {}
+        # the pod's tf-cluster-agent container does what needs the API and tells this one in files
+        self.agent = bool(env("TF_CLUSTER_AGENT_DIR"))
+        if self.agent and self.stops_with_leader:
+            os.environ.setdefault("TF_CLUSTER_LEADER_STATUS_FILE", agent_file(LEADER))
 
     def set_state(self, state, unless=()):
         if self.metrics is not None:
@@ -163,7 +165,7 @@ class TaskRun:
             log(str(e))
             return EXIT_CONFIG
         fencer = fencer and float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0
-        if fencer and not self.coordinator:
+        if fencer and not self.coordinator and not self.agent:
             threading.Thread(target=fence_loop, daemon=True, args=(self.fencing,)).start()
         if self.metrics is not None:
             self.metrics.serve()
@@ -184,6 +186,29 @@ class TaskRun:
             return self.ended(127)
         return self.supervise(proc, pumps, fencer and self.coordinator)
 
+    def peers_from_agent(self, hosts, timeout, give_up):
+        """The agent's verdict on the peers (agent.py, PEERS): [] when they resolve, the missing
+        hosts, or None when the agent cannot read the API (wait on DNS)."""
+        start = last = time.monotonic()
+        while time.monotonic() - start < timeout:
+            told = read_told(PEERS).splitlines()
+            if told:
+                log(told[1] if len(told) > 1 else told[0])
+                word, _, rest = told[0].partition(" ")
+                return None if word == "no-api" else (rest.split() if word == "missing" else [])
+            if give_up():
+                return hosts
+            if time.monotonic() - last >= 5:
+                log(
+                    "waiting for %d peer(s) (%ds/%ds): the tf-cluster-agent container watches them "
+                    "(kubectl logs %s -c tf-cluster-agent)"
+                    % (len(hosts), time.monotonic() - start, timeout, env("TF_CLUSTER_POD_NAME", "<pod>"))
+                )
+                last = time.monotonic()
+            time.sleep(0.2)
+        log("the tf-cluster-agent container gave no word on the peers within %ds" % timeout)
+        return hosts
+
     def follow_leader(self):
         """Watch the leading Job from the start (it may end, or be deleted, while this task waits for
         its peers). True when it has ended already: a replacement started after the run exits at once."""
@@ -198,7 +223,7 @@ class TaskRun:
             if self.task["proc"] is not None:
                 stop_child(self.task["proc"], self.grace)
 
-        poll = float(env("TF_CLUSTER_POLL_SECONDS", "5"))
+        poll = 1.0 if self.agent else float(env("TF_CLUSTER_POLL_SECONDS", "5"))  # the agent's file: cheap
         threading.Thread(target=watch_leader, daemon=True, args=(poll, on_finished, self.stop_event)).start()
         return False
 
@@ -213,7 +238,10 @@ class TaskRun:
         def give_up():
             return "leader" in self.outcome
 
-        missing = wait_for_peer_pods(hosts, timeout, give_up=give_up)
+        if self.agent:
+            missing = self.peers_from_agent(hosts, timeout, give_up)
+        else:
+            missing = wait_for_peer_pods(hosts, timeout, give_up=give_up)
         if missing is None:
             missing = wait_for_peers(hosts, timeout, give_up=give_up)
         if self.metrics is not None:
@@ -240,7 +268,9 @@ class TaskRun:
         on_line = self.metrics.read_line if self.metrics is not None else None
         echo = threading.Thread(target=echo_metrics, daemon=True, args=(self.stop_event,), kwargs={"on_line": on_line})
         echo.start()
-        if coordinator_fences:
+        if coordinator_fences and self.agent:
+            threading.Thread(target=self.watch_peer_lost, daemon=True).start()
+        elif coordinator_fences:
             threading.Thread(target=fence_loop, daemon=True, args=(self.fencing, self.on_peer_lost)).start()
         rc = proc.wait()
         self.stop_event.set()
@@ -250,6 +280,14 @@ class TaskRun:
             t.join(max(0.0, deadline - time.monotonic()))
         self.set_state("exited", unless=("stopped_by_leader",))
         return self.exit_code(rc)
+
+    def watch_peer_lost(self):
+        """The agent fences as the ParameterServer coordinator; it says here when a peer was lost."""
+        while not self.stop_event.wait(1.0):
+            names = read_told(PEER_LOST).split()
+            if names:
+                self.on_peer_lost(names)
+                return
 
     def on_peer_lost(self, names):
         log(
@@ -313,37 +351,3 @@ def prepare_child_env():
     if intra.isdigit() and not env("TF_NUM_INTEROP_THREADS"):
         # One inter-op thread deadlocks ParameterServerStrategy's fit (measured, TF 2.21).
         os.environ["TF_NUM_INTEROP_THREADS"] = str(max(2, int(intra)))
-
-
-def check():
-    """`helm test`: the leading Job must not have failed; while it runs, peers must resolve."""
-    job = env("TF_CLUSTER_LEADER_JOB")
-    what = leader_name()
-    try:
-        cond = leader_condition()
-    except (ConfigError, urllib.error.URLError, OSError, ValueError) as e:
-        print("FAIL: cannot read %s: %s" % (what, e))
-        return 1
-    if cond == "Failed":
-        print("FAIL: Job %s failed; see kubectl describe job %s" % (job, job))
-        return 1
-    if cond == ABANDONED:
-        print("FAIL: %s stopped renewing its heartbeat; its servers stop (see the notebook's kernel)" % what)
-        return 1
-    if cond == "Complete":
-        print("OK: %s completed" % what)
-        return 0
-    missing = wait_for_peers(peer_hosts(env("TF_CONFIG")), float(env("TF_CLUSTER_PEER_TIMEOUT", "60")))
-    if missing:
-        print("FAIL: %s is running but these tasks do not resolve: %s" % (what, ", ".join(missing)))
-        return 1
-    print("OK: %s is running and every task resolves" % what)
-    return 0
-
-
-def main(args):
-    if args[:1] == ["--check"]:
-        return check()
-    if args[:1] == ["--"]:
-        args = args[1:]
-    return run(args)
