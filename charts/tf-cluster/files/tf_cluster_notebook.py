@@ -27,6 +27,8 @@ no token is in any manifest and every render is the same). It also copies the ex
 notebooks of the image (/opt/tf-cluster/notebooks) into the notebook root once.
 """
 
+from __future__ import annotations
+
 import base64
 import datetime
 import json
@@ -38,28 +40,29 @@ import sys
 import threading
 import time
 import urllib.error
+from typing import Any
 
 from tf_cluster_launcher import kubeapi
 
 EXAMPLES = "/opt/tf-cluster/notebooks"
 
 
-def env(name, default=""):
+def env(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
-def say(msg):
+def say(msg: str) -> None:
     sys.stderr.write("[tf-cluster notebook] %s\n" % msg)
     sys.stderr.flush()
 
 
-def micro_time(t=None):
+def micro_time(t: float | None = None) -> str:
     """The API's MicroTime: RFC 3339 with exactly six fractional digits, UTC."""
     d = datetime.datetime.fromtimestamp(time.time() if t is None else t, datetime.timezone.utc)
     return d.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def heartbeat_path():
+def heartbeat_path() -> str:
     name = env("TF_CLUSTER_HEARTBEAT")
     if not name:
         raise RuntimeError(
@@ -72,24 +75,24 @@ def heartbeat_path():
 class Session:
     """The kernel's hold on the servers: a heartbeat in the coordinator's ConfigMap."""
 
-    def __init__(self, interval=None):
+    def __init__(self, interval: float | None = None) -> None:
         self.interval = float(interval or env("TF_CLUSTER_HEARTBEAT_SECONDS", "10"))
         self.identity = "%s/kernel-%d" % (socket.gethostname(), os.getpid())
         self.stopped = threading.Event()
-        self.last_error = None
+        self.last_error: Exception | None = None
         self.beats = 0
         self._beat(first=True)  # fails loudly here, in the cell, when the heartbeat cannot be written
         self.thread = threading.Thread(target=self._run, name="tf-cluster-heartbeat", daemon=True)
         self.thread.start()
 
-    def _beat(self, first=False):
-        data = {"holderIdentity": self.identity, "renewTime": micro_time()}
+    def _beat(self, first: bool = False) -> None:
+        data: dict[str, Any] = {"holderIdentity": self.identity, "renewTime": micro_time()}
         if first:  # a new session: clear a done mark a previous kernel of this run left
             data.update(acquireTime=data["renewTime"], done=None)
         kubeapi.api(heartbeat_path(), method="PATCH", body={"data": data})
         self.beats += 1
 
-    def _run(self):
+    def _run(self) -> None:
         while not self.stopped.wait(self.interval):
             try:
                 self._beat()
@@ -99,18 +102,18 @@ class Session:
                     say("heartbeat failed (%s); retrying every %ss" % (e, self.interval))
                 self.last_error = e
 
-    def done(self):
+    def done(self) -> None:
         """Tell the ps and worker servers this session is over: they stop and their Jobs complete."""
         self.stopped.set()
         kubeapi.api(heartbeat_path(), method="PATCH", body={"data": {"done": micro_time(), "holderIdentity": None}})
         say("session done: the ps and worker servers stop within %ss" % env("TF_CLUSTER_POLL_SECONDS", "5"))
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "done" if self.stopped.is_set() else "alive (%d heartbeats)" % self.beats
         return "<tf-cluster session %s, %s>" % (self.identity, state)
 
 
-def connect(interval=None):
+def connect(interval: float | None = None) -> Session:
     """Become the coordinator the release's ps and worker servers serve; returns the Session."""
     session = Session(interval)
     cluster = json.loads(env("TF_CONFIG", "{}")).get("cluster", {})
@@ -121,7 +124,7 @@ def connect(interval=None):
     return session
 
 
-def tensorboard_url():
+def tensorboard_url() -> str:
     """Where this notebook's user reaches TensorBoard (the chart's notebook.tensorboardUrl)."""
     return env("TF_CLUSTER_TENSORBOARD_URL")
 
@@ -129,7 +132,7 @@ def tensorboard_url():
 # ------------------------------------------------------------ the pod's set-up
 
 
-def secret_token(secret, key):
+def secret_token(secret: str, key: str) -> tuple[str, Any, str]:  # the token, the Secret, its path
     path = "/api/v1/namespaces/%s/secrets/%s" % (env("TF_CLUSTER_NAMESPACE", "default"), secret)
     obj = kubeapi.api(path)
     data = obj.get("data") or {}
@@ -138,7 +141,7 @@ def secret_token(secret, key):
     return "", obj, path
 
 
-def ensure_token():
+def ensure_token() -> str:
     secret, key = env("TF_CLUSTER_TOKEN_SECRET"), env("TF_CLUSTER_TOKEN_KEY", "token")
     create = env("TF_CLUSTER_TOKEN_CREATE") == "true"
     for _ in range(5):
@@ -175,7 +178,7 @@ def ensure_token():
     raise SystemExit("could not store a token in Secret %s (conflicting writers)" % secret)
 
 
-def copy_examples(root):
+def copy_examples(root: str) -> None:
     if not os.path.isdir(EXAMPLES):
         return
     for name in sorted(os.listdir(EXAMPLES)):
@@ -185,7 +188,7 @@ def copy_examples(root):
             say("example notebook %s" % target)
 
 
-def prepare():
+def prepare() -> int:
     token = ensure_token()
     out = env("TF_CLUSTER_TOKEN_FILE", "/tmp/.tf-cluster/jupyter-token")
     os.makedirs(os.path.dirname(out), exist_ok=True)

@@ -36,11 +36,11 @@ from .tfconfig import peers_needed
 LEADER, PEERS, PEER_LOST = "leader", "peers", "peer-lost"
 
 
-def agent_file(name):
+def agent_file(name: str) -> str:
     return os.path.join(env("TF_CLUSTER_AGENT_DIR"), name)
 
 
-def tell(name, text):
+def tell(name: str, text: str) -> None:
     """Write the file whole (a reader never sees half of it)."""
     path = agent_file(name)
     with open(path + ".tmp", "w") as f:
@@ -48,7 +48,7 @@ def tell(name, text):
     os.replace(path + ".tmp", path)
 
 
-def read_told(name):
+def read_told(name: str) -> str:
     """What the agent wrote in `name`, "" while it wrote nothing (or outside the chart's pods)."""
     if not env("TF_CLUSTER_AGENT_DIR"):
         return ""
@@ -60,13 +60,13 @@ def read_told(name):
 
 
 class Agent:
-    def __init__(self):
+    def __init__(self) -> None:
         self.stop = threading.Event()  # SIGTERM: the pod's containers stop
         self.leader_ended = threading.Event()
         self.role, self.index = env("TF_CLUSTER_ROLE", "task"), int(env("TF_TASK_INDEX", "0") or 0)
         self.coordinator = env("TF_CLUSTER_STRATEGY") == "parameterServer" and self.role == "chief"
 
-    def run(self):
+    def run(self) -> int:
         signal.signal(signal.SIGTERM, lambda *_: self.stop.set())
         signal.signal(signal.SIGINT, lambda *_: self.stop.set())
         if not env("TF_CLUSTER_AGENT_DIR"):
@@ -89,19 +89,19 @@ class Agent:
         self.stop.wait()
         return 0
 
-    def follow_leader(self):
+    def follow_leader(self) -> None:
         cond = leader_condition_at_start()
         if cond:
             self.on_leader_finished(cond, already=True)
             return
         watch_leader(float(env("TF_CLUSTER_POLL_SECONDS", "5")), self.on_leader_finished, self.stop)
 
-    def on_leader_finished(self, cond, already=False):
+    def on_leader_finished(self, cond: str, already: bool = False) -> None:
         tell(LEADER, cond)
         self.leader_ended.set()
         record_leader_event(cond, already)
 
-    def wait_for_peers(self, hosts):
+    def wait_for_peers(self, hosts: list[str]) -> None:
         start = time.monotonic()
         timeout = float(env("TF_CLUSTER_PEER_TIMEOUT", "600"))
         missing = wait_for_peer_pods(hosts, timeout, give_up=lambda: self.stop.is_set() or self.leader_ended.is_set())
@@ -118,7 +118,7 @@ class Agent:
                 % (len(hosts), took, what),
             )
 
-    def on_peer_lost(self, names):
+    def on_peer_lost(self, names: list[str]) -> None:
         tell(PEER_LOST, " ".join(names))
         EVENTS.record(
             "RestartingCoordinator",

@@ -12,7 +12,7 @@ from .task import run
 from .tfconfig import peer_hosts, wait_for_peers
 
 
-def check():
+def check() -> int:
     """`helm test`: the leading Job must not have failed; while it runs, peers must resolve."""
     job = env("TF_CLUSTER_LEADER_JOB")
     what = leader_name()
@@ -38,7 +38,7 @@ def check():
     return 0
 
 
-def main(args):
+def main(args: list[str]) -> int:
     if args[:1] == ["--agent"]:
         return Agent().run()
     if args[:1] == ["--check"]:

@@ -29,21 +29,21 @@ UNWATCHABLE = "Unwatchable"  # the API refused this task's token a read of the l
 STARTED = time.time()  # wall clock: compared with the heartbeat's renewTime
 
 
-def env(name, default=""):
+def env(name: str, default: str = "") -> str:
     return os.environ.get(name, default)
 
 
-def env_seconds(name, default):
+def env_seconds(name: str, default: int) -> int:
     """A whole number of seconds from the environment; `default` when unset or not one."""
     value = env(name).strip()
     return int(value) if value.isdigit() else default
 
 
-def task_name():
+def task_name() -> str:
     return "%s-%s" % (env("TF_CLUSTER_ROLE", "task"), env("TF_TASK_INDEX", "0"))
 
 
-def log(msg):
+def log(msg: str) -> None:
     sys.stderr.write("[launcher %s] %s\n" % (task_name(), msg))
     sys.stderr.flush()
 
@@ -52,7 +52,7 @@ class Stopped(Exception):
     """SIGTERM or SIGINT arrived before the command started: the launcher ends at once (it is the
     container's PID 1, for which the kernel ignores a signal left at its default action)."""
 
-    def __init__(self, signum):
+    def __init__(self, signum: int) -> None:
         Exception.__init__(self, signum)
         self.signum = signum
 

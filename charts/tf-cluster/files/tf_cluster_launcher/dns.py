@@ -9,8 +9,10 @@ import socket
 PROBE_OFFSET = int.from_bytes(os.urandom(1), "big")  # tasks probing one name start at different types
 
 
-def resolv_conf(path="/etc/resolv.conf"):
+def resolv_conf(path: str = "/etc/resolv.conf") -> tuple[list[str], list[str], int]:
     """(nameservers, search domains, ndots) of the pod's resolver."""
+    servers: list[str]
+    search: list[str]
     servers, search, ndots = [], [], 1
     try:
         with open(path) as f:
@@ -31,7 +33,7 @@ def resolv_conf(path="/etc/resolv.conf"):
     return servers, search, ndots
 
 
-def dns_rcode(server, name, qtype, timeout=1.0):
+def dns_rcode(server: str, name: str, qtype: int, timeout: float = 1.0) -> int | None:
     """One DNS query (RFC 1035, UDP) for `name`'s records of `qtype`: the response code
     (0 NOERROR, 3 NXDOMAIN), or None without an answer."""
     import random
@@ -60,7 +62,7 @@ def dns_rcode(server, name, qtype, timeout=1.0):
 PROBE_TYPES = list(range(65280, 65535))
 
 
-def name_exists(host, attempt=0):
+def name_exists(host: str, attempt: int = 0) -> bool | None:
     """Does the cluster's DNS know `host` yet, asked so that no A or AAAA answer gets cached: True,
     False, or None (no resolver to ask, no answer)? Names are tried as the resolver would, through
     its search domains; `attempt` picks the record type asked (a new one per attempt)."""
@@ -70,7 +72,7 @@ def name_exists(host, attempt=0):
     names = [host + "." + d for d in search]
     names = ([host] + names) if host.count(".") >= ndots else (names + [host])
     qtype = PROBE_TYPES[(PROBE_OFFSET + attempt) % len(PROBE_TYPES)]
-    codes = []
+    codes: list[int | None] = []
     for name in names:
         codes.append(dns_rcode(servers[0], name, qtype))
         if codes[-1] == 0:

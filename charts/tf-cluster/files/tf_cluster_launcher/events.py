@@ -24,12 +24,12 @@ class Events:
 
     EVERY = 30.0
 
-    def __init__(self):
-        self.on = None  # decided at the first record: the environment is read then
-        self.sent = {}  # reason -> [count, last update (monotonic)]
+    def __init__(self) -> None:
+        self.on: bool | None = None  # decided at the first record: the environment is read then
+        self.sent: dict[str, list[float]] = {}  # reason -> [count, last update (monotonic)]
         self.lock = threading.Lock()
 
-    def record(self, reason, message, warning=False):
+    def record(self, reason: str, message: str, warning: bool = False) -> None:
         if self.on is None:
             self.pod, self.namespace = env("TF_CLUSTER_POD_NAME"), env("TF_CLUSTER_NAMESPACE")
             self.on = bool(self.pod and self.namespace and os.path.exists(os.path.join(kubeapi.SA_DIR, "token")))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
+from typing import TYPE_CHECKING, Any, Callable
 
 from .common import ConfigError, env, log
 from .events import EVENTS
@@ -15,26 +16,30 @@ from .leader import parse_time
 from .peerpods import host_key, pod_host, slim_pod
 from .tfconfig import cluster_of, peer_hosts
 
+if TYPE_CHECKING:
+    import threading
 
-def stranded(pod, now, after):
+
+def stranded(pod: dict[str, Any], now: float, after: float) -> bool:
     """Is `pod` deleted but unfinished `after` seconds past its deletion deadline (no kubelet ended it)?"""
     deadline = parse_time(pod.get("metadata", {}).get("deletionTimestamp") or "")
     phase = pod.get("status", {}).get("phase")
     return deadline is not None and phase not in ("Succeeded", "Failed") and now - deadline >= after
 
 
-def fence_stranded(namespace, pods, after, now=None):
+def fence_stranded(namespace: str, pods: list[dict[str, Any]], after: float, now: float | None = None) -> list[str]:
     """Mark Failed those of `pods` stranded on a lost node; returns their names."""
     now = time.time() if now is None else now
-    fenced = []
+    fenced: list[str] = []
     for pod in pods:
         if not stranded(pod, now, after):
             continue
         name, node = pod["metadata"]["name"], pod.get("spec", {}).get("nodeName", "?")
+        # stranded(pod) parsed its deadline: parse_time's None (unparsable) cannot reach the subtraction
         log(
             "fencing %s: deleted but still %s %ds past its deadline, so node %s is not answering; "
             "marking it Failed so its Job replaces it"
-            % (name, pod.get("status", {}).get("phase"), now - parse_time(pod["metadata"]["deletionTimestamp"]), node)
+            % (name, pod.get("status", {}).get("phase"), now - parse_time(pod["metadata"]["deletionTimestamp"]), node)  # type: ignore[operator]
         )
         message = (
             "tf-cluster launcher: node %s stopped answering; the pod was deleted and never "
@@ -55,7 +60,7 @@ def fence_stranded(namespace, pods, after, now=None):
     return fenced
 
 
-def fences(tf_config, role, index):
+def fences(tf_config: str, role: str, index: int) -> bool:
     """Is this task one of the release's fencers? A few tasks watch the release's pods, not all (a
     watch of N pods by each of N tasks is N*N events): the first two of the leading role (the
     chief, else the workers) and the first of each other role in TF_CONFIG, so that a fencer
@@ -70,7 +75,7 @@ def fences(tf_config, role, index):
     return index == 0
 
 
-def lost_peers(pods, fenced, hosts):
+def lost_peers(pods: list[dict[str, Any]], fenced: set[str], hosts: list[str]) -> set[str]:
     """The names of `pods` lost with their node (fenced before, reason NodeLost, or just now: in
     `fenced`) that back one of `hosts`, the coordinator's TF_CONFIG: the evaluator, TensorBoard and
     the notebook are not its peers, and their loss is no reason to restart it."""
@@ -82,7 +87,7 @@ def lost_peers(pods, fenced, hosts):
     }
 
 
-def fence_loop(stop_event, on_peer_lost=None):
+def fence_loop(stop_event: threading.Event, on_peer_lost: Callable[[list[str]], None] | None = None) -> None:
     """Fence stranded pods, checked every TF_CLUSTER_FENCE_SECONDS against the release's pods as a
     watch keeps them (no request per check). With `on_peer_lost` (the ParameterServer
     coordinator), call it once when a pod of the release is newly lost with its node:
@@ -98,6 +103,7 @@ def fence_loop(stop_event, on_peer_lost=None):
         keep=slim_pod,
         page=250,
     ).start()
+    known: set[str] | None
     warned, known = False, None
     hosts = peer_hosts(env("TF_CONFIG")) if on_peer_lost is not None else []
     while not stop_event.wait(every):

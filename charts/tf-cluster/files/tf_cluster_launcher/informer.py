@@ -9,6 +9,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from typing import Any, Callable
 
 from .common import ConfigError, log
 from .kubeapi import WatchExpired, api, api_watch, socket_of
@@ -26,14 +27,14 @@ class Informer:
 
     def __init__(
         self,
-        path,
-        label_selector=None,
-        field_selector=None,
-        name="objects",
-        keep=None,
-        page=None,
-        remember_deleted=False,
-    ):
+        path: str,
+        label_selector: str | None = None,
+        field_selector: str | None = None,
+        name: str = "objects",
+        keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        page: int | None = None,
+        remember_deleted: bool = False,
+    ) -> None:
         from urllib.parse import quote
 
         self.remember_deleted = remember_deleted  # keep the last state of deleted objects (gone())
@@ -44,32 +45,33 @@ class Informer:
         # page=N: the release's pods, all of them wanted, in pages of N from etcd, so that no one
         # answer is ~600 MB to parse.
         self.page = page
-        query = []
+        query: list[str] = []
         if label_selector:
             query.append("labelSelector=" + quote(label_selector))
         if field_selector:
             query.append("fieldSelector=" + quote(field_selector))
         self.path = path + ("?" + "&".join(query) if query else "")
         self.name = name
-        self.items = {}
-        self.deleted = {}  # name -> its last state, for objects deleted since they were seen
+        self.items: dict[str, dict[str, Any]] = {}
+        self.deleted: dict[str, dict[str, Any]] = {}  # name -> its last state, for objects deleted since they were seen
         self.synced = threading.Event()
-        self.synced_at = None  # monotonic time of the first LIST
+        self.synced_at: float | None = None  # monotonic time of the first LIST
         self.changed = threading.Condition()
-        self.error = None
-        self.forbidden = None
+        self.error: Exception | None = None
+        self.forbidden: str | None = None
         self.requests = 0
-        self.clock_offset = None  # the API server's clock minus ours (server_offset), from its last answer
+        # the API server's clock minus ours (server_offset), from its last answer
+        self.clock_offset: float | None = None
         self._stop = threading.Event()
-        self._thread = None
-        self._resp = None
+        self._thread: threading.Thread | None = None
+        self._resp: Any = None  # the open watch's response (api_open)
 
-    def start(self):
+    def start(self) -> Informer:
         self._thread = threading.Thread(target=self.run, daemon=True, name="informer " + self.name)
         self._thread.start()
         return self
 
-    def stop(self):
+    def stop(self) -> None:
         """Stop watching: the open watch is closed now, not at its end (minutes later)."""
         self._stop.set()
         sock = socket_of(self._resp) if self._resp is not None else None
@@ -79,7 +81,7 @@ class Informer:
             except (OSError, ValueError):
                 pass
 
-    def _opened(self, resp):
+    def _opened(self, resp: Any) -> None:
         self._resp = resp
         offset = server_offset(resp.headers.get("Date"), time.time())
         if offset is not None:
@@ -87,20 +89,20 @@ class Informer:
         if self._stop.is_set():
             self.stop()
 
-    def snapshot(self):
+    def snapshot(self) -> list[dict[str, Any]]:
         with self.changed:
             return list(self.items.values())
 
-    def wait_for_change(self, timeout):
+    def wait_for_change(self, timeout: float) -> None:
         with self.changed:
             self.changed.wait(timeout)
 
-    def gone(self):
+    def gone(self) -> dict[str, dict[str, Any]]:
         """The objects deleted since they were seen, each as it was last seen."""
         with self.changed:
             return dict(self.deleted)
 
-    def _replace(self, items):
+    def _replace(self, items: dict[str, dict[str, Any]]) -> None:
         with self.changed:
             if self.remember_deleted:
                 for key in set(self.items) - set(items):  # deleted while no watch was open
@@ -111,7 +113,7 @@ class Informer:
             self.synced.set()
             self.changed.notify_all()
 
-    def _apply(self, kind, obj):
+    def _apply(self, kind: str, obj: dict[str, Any]) -> None:
         key = obj.get("metadata", {}).get("name")
         with self.changed:
             if kind == "DELETED":  # its last state: a finished Job deleted at once still says how it ended
@@ -122,9 +124,10 @@ class Informer:
                 self.items[key] = obj
             self.changed.notify_all()
 
-    def run(self):
+    def run(self) -> None:
         import random
 
+        rv: str | None
         rv, backoff, failures = None, 1.0, 0
         while not self._stop.is_set():
             try:
@@ -169,12 +172,14 @@ class Informer:
                     return  # stop() closed the watch under us
                 failures, backoff = self._failed(e, failures, backoff)
 
-    def _list(self, sep):
+    def _list(self, sep: str) -> Any:  # the LIST's resourceVersion (a str, from the JSON answer)
         """LIST (from the watch cache, or page by page: one snapshot, the pages share its
         resourceVersion; an expired continue token is a 410, and the LIST starts again); returns
         the resourceVersion the WATCH goes on from."""
         from urllib.parse import quote
 
+        items: dict[str, dict[str, Any]]
+        token: str | None
         items, token = {}, None
         while True:
             self.requests += 1
@@ -189,7 +194,7 @@ class Informer:
                 self._replace(items)
                 return data.get("metadata", {}).get("resourceVersion")
 
-    def _failed(self, e, failures, backoff):
+    def _failed(self, e: Exception, failures: int, backoff: float) -> tuple[int, float]:
         import random
 
         self.error = e
@@ -205,7 +210,7 @@ class Informer:
 # ------------------------------------------------------------ fencing pods of a lost node
 
 
-def server_offset(date, local_now):
+def server_offset(date: str | None, local_now: float) -> float | None:
     """The API server's clock minus this node's, from an answer's Date header (whole seconds:
     the offset is rounded towards the server being behind, so that it never makes a pod look
     stranded sooner), or None when there is none."""

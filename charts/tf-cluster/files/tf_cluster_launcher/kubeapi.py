@@ -7,6 +7,7 @@ import os
 import socket
 import ssl
 import urllib.request
+from typing import Any, Callable, Iterator
 
 from .common import ConfigError, env
 
@@ -16,7 +17,13 @@ SA_DIR = os.environ.get("TF_CLUSTER_SA_DIR", "/var/run/secrets/kubernetes.io/ser
 # ------------------------------------------------------------ leader status
 
 
-def api_open(path, method="GET", body=None, content_type="application/merge-patch+json", timeout=10):
+def api_open(
+    path: str,
+    method: str = "GET",
+    body: dict[str, Any] | None = None,
+    content_type: str = "application/merge-patch+json",
+    timeout: float = 10,
+) -> Any:  # urlopen's answer (an http.client.HTTPResponse; typeshed says Any)
     """One Kubernetes API request with the pod's service account token: the open response."""
     host, port = env("KUBERNETES_SERVICE_HOST"), env("KUBERNETES_SERVICE_PORT", "443")
     if not host:
@@ -37,7 +44,12 @@ def api_open(path, method="GET", body=None, content_type="application/merge-patc
     return urllib.request.urlopen(req, timeout=timeout, context=ctx)
 
 
-def api(path, method="GET", body=None, content_type="application/merge-patch+json"):
+def api(
+    path: str,
+    method: str = "GET",
+    body: dict[str, Any] | None = None,
+    content_type: str = "application/merge-patch+json",
+) -> Any:  # the JSON answer
     """One Kubernetes API call with the pod's service account token; the decoded JSON answer."""
     with api_open(path, method, body, content_type) as resp:
         return json.load(resp)
@@ -47,7 +59,9 @@ class WatchExpired(Exception):
     """The watch's resourceVersion is too old (410 Gone): LIST again."""
 
 
-def api_watch(path, timeout_seconds, on_open=None):
+def api_watch(
+    path: str, timeout_seconds: int, on_open: Callable[[Any], None] | None = None
+) -> Iterator[dict[str, Any]]:
     """The events of one WATCH request (a JSON object per line) until the server ends it after
     `timeout_seconds` (or the connection drops: the exception reaches the caller). `on_open` gets
     the open response (closing it from another thread ends the watch)."""
@@ -72,7 +86,7 @@ def api_watch(path, timeout_seconds, on_open=None):
             yield event
 
 
-def socket_of(resp):
+def socket_of(resp: Any) -> Any:  # a socket.socket or None, read from private attributes
     """The socket under an open urllib response (None if there is no plain one: a proxy, another
     Python)."""
     try:
@@ -81,7 +95,7 @@ def socket_of(resp):
         return None
 
 
-def keepalive(resp):
+def keepalive(resp: Any) -> None:
     """TCP keepalives on a watch's connection: a peer that vanished without a reset (a dropped NAT
     entry, a load balancer's idle cut) is found in ~1 minute, not at the watch's end."""
     sock = socket_of(resp)

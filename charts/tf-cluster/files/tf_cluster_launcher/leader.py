@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 import urllib.error
 import urllib.request
+from typing import TYPE_CHECKING, Any, Callable
 
 from .common import (
     ABANDONED,
@@ -24,18 +25,21 @@ from .events import EVENTS
 from .informer import Informer
 from .kubeapi import api
 
+if TYPE_CHECKING:
+    import threading
+
 # Seconds a watched leading Job may be absent before a follower calls it gone: Helm and Argo CD
 # create a release's Jobs within a second of each other, so a pod never starts long before it.
 LEADER_MISSING_SECONDS = env_seconds("TF_CLUSTER_LEADER_MISSING_SECONDS", 60)
 
 
-def leader_condition_from_api(namespace, job):
+def leader_condition_from_api(namespace: str, job: str) -> str:
     """The leading Job's finished condition type ("Complete", "Failed", ...) or ""."""
     status = api("/apis/batch/v1/namespaces/%s/jobs/%s" % (namespace, job)).get("status", {})
     return condition_of(status)
 
 
-def parse_time(text):
+def parse_time(text: str | None) -> float | None:
     """An RFC 3339 time of the API (renewTime: 2026-11-24T10:00:00.123456Z) as epoch seconds."""
     if not text:
         return None
@@ -49,7 +53,9 @@ def parse_time(text):
     return seconds + (float("0." + frac) if frac.isdigit() else 0.0)
 
 
-def heartbeat_condition(data, started, now, start_timeout, heartbeat_timeout):
+def heartbeat_condition(
+    data: dict[str, Any] | None, started: float, now: float, start_timeout: float, heartbeat_timeout: float
+) -> str:
     """What an interactive coordinator's heartbeat (its ConfigMap's data: holderIdentity,
     renewTime, done) says to a server started at `started`: "Complete" once the kernel marked it
     done, ABANDONED when no kernel renewed it for heartbeat_timeout seconds (start_timeout from
@@ -65,7 +71,7 @@ def heartbeat_condition(data, started, now, start_timeout, heartbeat_timeout):
     return ABANDONED if now - started > start_timeout else ""
 
 
-def leader_condition_from_heartbeat(namespace, name):
+def leader_condition_from_heartbeat(namespace: str, name: str) -> str:
     try:
         data = api("/api/v1/namespaces/%s/configmaps/%s" % (namespace, name)).get("data")
     except urllib.error.HTTPError as e:
@@ -91,7 +97,7 @@ def leader_condition_from_heartbeat(namespace, name):
     return cond
 
 
-def condition_of(status):
+def condition_of(status: dict[str, Any]) -> str:
     """Pick the decisive condition by type (never by position: 1.31+ adds SuccessCriteriaMet)."""
     true_types = [c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"]
     for t in FAILURE:
@@ -103,7 +109,7 @@ def condition_of(status):
     return ""
 
 
-def leader_condition():
+def leader_condition() -> str:
     path = env("TF_CLUSTER_LEADER_STATUS_FILE")
     if path:
         try:
@@ -116,14 +122,14 @@ def leader_condition():
     return leader_condition_from_api(env("TF_CLUSTER_NAMESPACE", "default"), env("TF_CLUSTER_LEADER_JOB"))
 
 
-def leader_name():
+def leader_name() -> str:
     """What this task watches, for the log: the leading Job, or the interactive coordinator's heartbeat."""
     if env("TF_CLUSTER_HEARTBEAT"):
         return "the notebook coordinator (ConfigMap %s)" % env("TF_CLUSTER_HEARTBEAT")
     return "Job %s" % (env("TF_CLUSTER_LEADER_JOB") or "leader")
 
 
-def say_unwatchable(what, reason):
+def say_unwatchable(what: str, reason: str) -> None:
     log(
         "cannot read %s (%s): this task could never stop with it. The launcher's Role must allow get, "
         "list and watch on it to this pod's ServiceAccount: keep the chart's rbac.create=true, or grant "
@@ -131,7 +137,7 @@ def say_unwatchable(what, reason):
     )
 
 
-def leader_condition_at_start():
+def leader_condition_at_start() -> str:
     """leader_condition() as a task starts: UNWATCHABLE (said) when the API refuses this token,
     "" when it cannot be read now (the watch retries)."""
     try:
@@ -145,7 +151,7 @@ def leader_condition_at_start():
         return ""
 
 
-def leader_condition_or_empty():
+def leader_condition_or_empty() -> str:
     """leader_condition(), with "" when the API cannot be read (the caller moves on)."""
     try:
         return leader_condition()
@@ -153,7 +159,7 @@ def leader_condition_or_empty():
         return ""
 
 
-def watch_leader(poll, on_finished, stop_event):
+def watch_leader(poll: float, on_finished: Callable[[str], None], stop_event: threading.Event) -> None:
     """Call on_finished(condition) once the leader has finished. The leading Job is watched (one
     LIST, then one WATCH request per 5-10 minutes: no quorum read every `poll` seconds by every
     server task); the notebook coordinator's heartbeat and run-local's status file are read every
@@ -194,7 +200,7 @@ def watch_leader(poll, on_finished, stop_event):
             return
 
 
-def leader_outcome(current, deleted, absent_for):
+def leader_outcome(current: list[dict[str, Any]], deleted: dict[str, dict[str, Any]], absent_for: float | None) -> str:
     """What a follower makes of its leading Job as its watch keeps it: "Complete" or "Failed" once
     it finished (read from its last state too when it was deleted: a Job removed right after it
     finished still says how it ended), GONE once no Job of that name has existed for
@@ -209,7 +215,7 @@ def leader_outcome(current, deleted, absent_for):
     return ""
 
 
-def watch_leader_job(on_finished, stop_event):
+def watch_leader_job(on_finished: Callable[[str], None], stop_event: threading.Event) -> None:
     name = env("TF_CLUSTER_LEADER_JOB")
     jobs = Informer(
         "/apis/batch/v1/namespaces/%s/jobs" % env("TF_CLUSTER_NAMESPACE", "default"),
@@ -218,7 +224,7 @@ def watch_leader_job(on_finished, stop_event):
         remember_deleted=True,
     ).start()
     log("will stop when Job %s finishes (watched)" % name)
-    absent_since = None
+    absent_since: float | None = None
     try:
         while not stop_event.is_set():
             if jobs.forbidden:
@@ -253,7 +259,7 @@ def watch_leader_job(on_finished, stop_event):
         jobs.stop()
 
 
-def record_leader_event(cond, already):
+def record_leader_event(cond: str, already: bool) -> None:
     """The Event of a task stopped because its leading Job ended as `cond` (none when it had ended
     before this task started, `already`, except that it is gone)."""
     what = leader_name()

@@ -6,14 +6,18 @@ import math
 import socket
 import threading
 import time
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .common import STARTED, env, log
 from .progress import Progress
 
+if TYPE_CHECKING:
+    import http.server
+
 STATES = ("waiting_for_peers", "training", "stopped_by_leader", "exited")
 
 
-def prometheus_number(v):
+def prometheus_number(v: float) -> str:
     if isinstance(v, int):
         return str(v)
     if math.isnan(v):
@@ -23,7 +27,7 @@ def prometheus_number(v):
     return repr(float(v))
 
 
-def prometheus_labels(pairs):
+def prometheus_labels(pairs: list[tuple[str, Any]]) -> str:
     escaped = [(k, str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")) for k, v in pairs]
     return ",".join('%s="%s"' % kv for kv in escaped)
 
@@ -31,16 +35,16 @@ def prometheus_labels(pairs):
 class Metrics:
     """The task's state and progress, and their Prometheus text (version 0.0.4)."""
 
-    def __init__(self, port, labels, failures=0, started=STARTED):
+    def __init__(self, port: int, labels: list[tuple[str, str]], failures: int = 0, started: float = STARTED) -> None:
         self.port, self.labels, self.failures, self.started = port, labels, failures, started
         self.lock = threading.Lock()
         self.progress = Progress()
         self.state = "waiting_for_peers"
-        self.waited = [None, None]  # the peer wait's start and end (monotonic)
-        self.last_progress = None  # wall clock of the last progress line
+        self.waited: list[float | None] = [None, None]  # the peer wait's start and end (monotonic)
+        self.last_progress: float | None = None  # wall clock of the last progress line
 
     @classmethod
-    def from_env(cls):
+    def from_env(cls) -> Metrics | None:
         """The exporter TF_CLUSTER_METRICS_PORT asks for, else None."""
         port = env("TF_CLUSTER_METRICS_PORT")
         if not port:
@@ -57,31 +61,31 @@ class Metrics:
         ]
         return cls(int(port), labels, int(failures) if failures.isdigit() else 0)
 
-    def set_state(self, state, unless=()):
+    def set_state(self, state: str, unless: Sequence[str] = ()) -> None:
         with self.lock:
             if self.state not in unless:
                 self.state = state
 
-    def waiting(self, started):
+    def waiting(self, started: float) -> None:
         with self.lock:
             self.state, self.waited[0] = "waiting_for_peers", started
 
-    def waited_until(self, ended):
+    def waited_until(self, ended: float) -> None:
         with self.lock:
             self.waited[1] = ended
 
-    def read_line(self, line):
+    def read_line(self, line: str) -> None:
         with self.lock:
             if self.progress.feed(line):
                 self.last_progress = time.time()
 
-    def text(self):
+    def text(self) -> str:
         with self.lock:
             reading = self.progress.reading()
             state, last = self.state, self.last_progress
             start, end = self.waited
         wait = ((end if end is not None else time.monotonic()) - start) if start is not None else 0.0
-        families = [
+        families: list[tuple[str, str, Any]] = [
             (
                 "state",
                 "1 for the task's current state, 0 for the others.",
@@ -107,7 +111,7 @@ class Metrics:
                 self.failures,
             ),
         ]
-        out = []
+        out: list[str] = []
         for name, doc, samples in families:
             if samples is None or samples == []:
                 continue
@@ -122,7 +126,7 @@ class Metrics:
                 )
         return "\n".join(out) + "\n"
 
-    def serve(self):
+    def serve(self) -> http.server.ThreadingHTTPServer | None:
         """GET /metrics on the port, every address (IPv6 and IPv4 where it can), in a daemon thread."""
         import http.server
         import socketserver
@@ -130,7 +134,7 @@ class Metrics:
         metrics = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
+            def do_GET(self) -> None:
                 if self.path.split("?", 1)[0] != "/metrics":
                     body, status, kind = b"not found: the metrics are at /metrics\n", 404, "text/plain"
                 else:
@@ -142,15 +146,15 @@ class Metrics:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *args):
+            def log_message(self, *args: Any) -> None:
                 pass  # a scrape every few seconds is not news
 
-        def bind(family, host):
+        def bind(family: socket.AddressFamily, host: str) -> http.server.ThreadingHTTPServer:
             class Server(http.server.ThreadingHTTPServer):
                 daemon_threads = True
                 address_family = family
 
-                def server_bind(self):
+                def server_bind(self) -> None:
                     if family == socket.AF_INET6:  # and IPv4, as TensorFlow's server does
                         self.socket.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
                     socketserver.TCPServer.server_bind(self)

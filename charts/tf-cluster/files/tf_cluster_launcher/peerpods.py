@@ -7,6 +7,7 @@ import http.client
 import time
 import urllib.error
 import urllib.request
+from typing import TYPE_CHECKING, Any, Callable
 
 from .common import ConfigError, env, log
 from .dns import name_exists
@@ -15,20 +16,31 @@ from .informer import Informer
 from .kubeapi import api
 from .tfconfig import resolves, wait_for_peers
 
+if TYPE_CHECKING:
+    # peer_watch's answer: the Informer, what it holds ("pods", "endpoints"), the hosts its objects
+    # publish, why a host is missing (host, the objects -> words)
+    PeerWatch = tuple[
+        Informer,
+        str,
+        Callable[[list[dict[str, Any]]], set[str]],
+        Callable[[str, list[dict[str, Any]]], str],
+    ]
 
-def pod_host(pod):
+
+def pod_host(pod: dict[str, Any]) -> str | None:
     """The DNS host a pod publishes through the release's headless Service: <hostname>.<subdomain>."""
     spec = pod.get("spec", {})
     return "%s.%s" % (spec.get("hostname"), spec.get("subdomain")) if spec.get("hostname") else None
 
 
-def backs(pod, host):
+def backs(pod: dict[str, Any], host: str) -> bool:
     """Is `pod` the one behind `host` (<hostname>.<subdomain>, maybe followed by the namespace...)?"""
     ph = pod_host(pod)
-    return bool(ph) and (host == ph or host.startswith(ph + "."))
+    # bool(ph) rules None out first (mypy does not narrow through bool())
+    return bool(ph) and (host == ph or host.startswith(ph + "."))  # type: ignore[operator]
 
 
-def why_missing(host, pods):
+def why_missing(host: str, pods: list[dict[str, Any]]) -> str:
     """Why the pod behind `host` has no DNS name yet, in words (for the wait's log)."""
     found = [p for p in pods if backs(p, host)]
     if not found:
@@ -42,7 +54,7 @@ def why_missing(host, pods):
     return "on node %s, no IP yet" % pod.get("spec", {}).get("nodeName", "?")
 
 
-def slim_pod(pod):
+def slim_pod(pod: dict[str, Any]) -> dict[str, Any]:
     """What the launcher reads of a pod (the peer wait, the fence): a pod's spec carries TF_CONFIG,
     ~120 KB at 4096 tasks, which a watch of the release's pods must not keep for each."""
     meta, spec, status = pod.get("metadata", {}), pod.get("spec", {}), pod.get("status", {})
@@ -53,28 +65,29 @@ def slim_pod(pod):
     }
 
 
-def host_key(host):
+def host_key(host: str) -> str:
     """<hostname>.<service> of a TF_CONFIG host (which may go on with the namespace and domain)."""
     return ".".join(host.split(".")[:2])
 
 
-def pod_keys(pods):
+def pod_keys(pods: list[dict[str, Any]]) -> set[str]:
     """The hosts (<hostname>.<service>) backed by a live pod with an IP: the EndpointSlice
     controller has put each in the headless Service (it publishes not-ready addresses), and
     CoreDNS answers for it."""
+    # the condition keeps only the pods whose pod_host(p) is a host (mypy cannot tell the calls agree)
     return {
-        pod_host(p)
+        pod_host(p)  # type: ignore[misc]
         for p in pods
         if pod_host(p) and p.get("status", {}).get("podIP") and not p.get("metadata", {}).get("deletionTimestamp")
     }
 
 
-def published(host, pods):
+def published(host: str, pods: list[dict[str, Any]]) -> bool:
     """Is `host` backed by a live pod with an IP (pod_keys)?"""
     return host_key(host) in pod_keys(pods)
 
 
-def index_selector(host):
+def index_selector(host: str) -> str | None:
     """A label selector for the pod behind one host: an Indexed Job's pod hostname is <job>-<index>."""
     job, _, index = host.split(".")[0].rpartition("-")
     if job and index.isdigit():
@@ -82,7 +95,7 @@ def index_selector(host):
     return None
 
 
-def peer_selector(hosts):
+def peer_selector(hosts: list[str]) -> str | None:
     """A label selector for the pods behind `hosts`: the one Job index's pods for one host, the
     release's pods for more."""
     if len(hosts) == 1 and index_selector(hosts[0]):
@@ -90,7 +103,7 @@ def peer_selector(hosts):
     return env("TF_CLUSTER_RELEASE_SELECTOR")
 
 
-def endpoint_keys(slices):
+def endpoint_keys(slices: list[dict[str, Any]]) -> set[str]:
     """The hosts (<hostname>.<service>) among a headless Service's EndpointSlices that CoreDNS
     serves: with an address, and ready (with publishNotReadyAddresses, every address is)."""
     return {
@@ -101,13 +114,13 @@ def endpoint_keys(slices):
     }
 
 
-def peer_service(hosts):
+def peer_service(hosts: list[str]) -> str | None:
     """The headless Service every one of `hosts` (<hostname>.<service>...) belongs to, if one."""
     services = {h.split(".")[1] if h.count(".") else "" for h in hosts}
     return services.pop() if len(services) == 1 and "" not in services else None
 
 
-def why_unpublished(namespace, host):
+def why_unpublished(namespace: str, host: str) -> str:
     """Why `host` is not among its Service's endpoints yet, in words: its pod read on its own (one
     request, made only for the wait's log)."""
     selector = index_selector(host)
@@ -123,7 +136,7 @@ def why_unpublished(namespace, host):
     return why_missing(host, pods)
 
 
-def peer_watch(namespace, hosts):
+def peer_watch(namespace: str, hosts: list[str]) -> PeerWatch | None:
     """What to watch for `hosts`: (an Informer, what it holds, its keys function, why a host is
     missing), or None when there is nothing to watch. One peer: its pod, by its Job index; more:
     their headless Service's EndpointSlices."""
@@ -136,7 +149,7 @@ def peer_watch(namespace, hosts):
             name="peer endpoints",
         )
 
-        def why(h, _current):
+        def why(h: str, _current: list[dict[str, Any]]) -> str:
             return why_unpublished(namespace, h)
 
         return informer, "endpoints", endpoint_keys, why
@@ -148,7 +161,15 @@ def peer_watch(namespace, hosts):
     return None
 
 
-def say_waiting(hosts, missing, elapsed, timeout, what, why, current):
+def say_waiting(
+    hosts: list[str],
+    missing: list[str],
+    elapsed: float,
+    timeout: float,
+    what: str,
+    why: Callable[[str, list[dict[str, Any]]], str],
+    current: list[dict[str, Any]],
+) -> None:
     """The log line and Event of a peer wait still going on."""
     shown = 10 if what == "pods" else 3  # endpoints: each reason is a request
     waiting = "waiting for %d/%d peer pod(s) (%ds/%ds): %s" % (
@@ -162,7 +183,15 @@ def say_waiting(hosts, missing, elapsed, timeout, what, why, current):
     EVENTS.record("WaitingForPeers", waiting)
 
 
-def await_published(watch, hosts, timeout, interval, give_up, start, seen):
+def await_published(
+    watch: PeerWatch,
+    hosts: list[str],
+    timeout: float,
+    interval: float,
+    give_up: Callable[[], bool] | None,
+    start: float,
+    seen: dict[str, float],
+) -> list[str] | None:
     """Follow the watch until every host is published (fills `seen`: host -> when first seen, 0 in
     the first LIST). Returns [] when all are, the hosts still missing at the timeout or give_up(), or
     None when the API cannot be read."""
@@ -199,7 +228,7 @@ def await_published(watch, hosts, timeout, interval, give_up, start, seen):
         pods.wait_for_change(min(interval, max(0.05, start + timeout - now)))
 
 
-def settle_dns(hosts, seen, settle):
+def settle_dns(hosts: list[str], seen: dict[str, float], settle: float) -> list[str]:
     """CoreDNS learns a name from the EndpointSlice the controller writes when it sees the pod's IP,
     as we do, a moment later: ask for the name as a record type TensorFlow never asks for (a new one
     each time: PROBE_TYPES) until CoreDNS knows it, then look it up once. Returns the hosts that do
@@ -219,7 +248,13 @@ def settle_dns(hosts, seen, settle):
     return [h for h in hosts if not resolves(h)]
 
 
-def wait_for_peer_pods(hosts, timeout, interval=5.0, give_up=None, settle=1.0):
+def wait_for_peer_pods(
+    hosts: list[str],
+    timeout: float,
+    interval: float = 5.0,
+    give_up: Callable[[], bool] | None = None,
+    settle: float = 1.0,
+) -> list[str] | None:
     """Wait until `hosts` are published, learnt through the API (one LIST, then one WATCH), then
     check each name in DNS once. One peer: its pod, watched by its Job index. More: their headless
     Service's EndpointSlices, which CoreDNS itself serves from (a hundred addresses a slice, where
@@ -235,7 +270,7 @@ def wait_for_peer_pods(hosts, timeout, interval=5.0, give_up=None, settle=1.0):
     pods, what = watch[0], watch[1]
     pods.start()
     start = time.monotonic()
-    seen = {}  # host -> when its pod was first seen with an IP (monotonic; 0: in the first LIST)
+    seen: dict[str, float] = {}  # host -> when its pod was first seen with an IP (monotonic; 0: in the first LIST)
     try:
         missing = await_published(watch, hosts, timeout, interval, give_up, start, seen)
     finally:

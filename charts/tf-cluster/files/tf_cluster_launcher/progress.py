@@ -9,15 +9,22 @@ import math
 import os
 import re
 import sys
+from typing import TYPE_CHECKING, Any, Callable
 
 from .common import OUTPUT, env
 
+if TYPE_CHECKING:
+    import threading
 
-def echo_metrics(stop_event, interval=2.0, on_line=None):
+
+def echo_metrics(
+    stop_event: threading.Event, interval: float = 2.0, on_line: Callable[[str], None] | None = None
+) -> None:
     """Print each report of the hypertune metrics file not printed yet (the library rewrites the
     file with its last 100 reports, each with a timestamp) whenever the file changes, and once
     more after the child ends. `on_line` reads each printed line (the exporter's progress)."""
     path = env("CLOUD_ML_HP_METRIC_FILE", "/tmp/hypertune/output.metrics")
+    seen: tuple[float, int] | None
     seen, last = None, -1.0
     while True:
         stopping = stop_event.wait(interval)
@@ -83,7 +90,7 @@ LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # where str.splitlines
 LONGEST_LINE = 1 << 20  # a line longer is read as it is (a bound on memory, never reached by Keras)
 
 
-def parse_message(line):
+def parse_message(line: str) -> tuple[str, dict[str, Any]] | None:
     """(kind, data) of a protocol line, else None (progress.parse)."""
     line = line.strip()
     if not line.startswith(PREFIX):
@@ -102,11 +109,11 @@ def parse_message(line):
     return (kind, data) if isinstance(data, dict) else None
 
 
-def fold(line):
+def fold(line: str) -> str:
     """What a terminal shows of a line redrawn in place (progress.fold)."""
     line = ANSI.sub("", line.rstrip("\r").rsplit("\r", 1)[-1])
     if BACKSPACE in line:  # each backspace erases the character before it
-        kept = []
+        kept: list[str] = []
         for ch in line:
             if ch != BACKSPACE:
                 kept.append(ch)
@@ -117,7 +124,7 @@ def fold(line):
     return line[bars[-1] :] if len(bars) > 1 else line
 
 
-def keras_metrics(line):
+def keras_metrics(line: str) -> dict[str, float]:
     """Metrics of a Keras progress line, else {} (progress.keras_metrics)."""
     line = ANSI.sub("", line)
     if " - " not in line or not KERAS_BAR.search(line):
@@ -125,7 +132,7 @@ def keras_metrics(line):
     return dict((k, float(v)) for k, v in KERAS_METRIC.findall(fold(line)) if k not in ("eta",))
 
 
-def keras_pace(line, epoch):
+def keras_pace(line: str, epoch: int) -> dict[str, float]:
     """step (over the run) and steps_per_second of a Keras progress line (progress.keras_pace)."""
     shown = fold(line)
     bars = list(KERAS_BAR.finditer(shown))
@@ -139,9 +146,9 @@ def keras_pace(line, epoch):
     return out
 
 
-def hypertune_numbers(data):
+def hypertune_numbers(data: dict[str, Any]) -> dict[str, float]:
     """The numbers of one cloudml-hypertune report (progress.hypertune_metrics)."""
-    out = {}
+    out: dict[str, float] = {}
     for k, v in data.items():
         if k in ("timestamp", "trial"):
             continue
@@ -159,12 +166,16 @@ def hypertune_numbers(data):
 class Progress:
     """What the child reported so far (progress.TaskProgress, the fields its reading needs)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
+        self.progress: dict[str, Any]
+        self.result: dict[str, Any]
+        self.files: dict[str, float]
+        self.pace: dict[str, float]
         self.progress, self.result, self.files, self.pace = {}, {}, {}, {}
         self.speaks_protocol = False
-        self.keras_epoch = None
+        self.keras_epoch: tuple[int, int] | None = None
 
-    def feed(self, line):
+    def feed(self, line: str) -> bool:
         """Read one output line; True when it shows training going on: a protocol message, Keras
         beginning an epoch or redrawing its bar (whose values are read only as the epoch's last
         redraw, by the rule of fold, but which says the task is alive: tf_cluster_task_last_progress)."""
@@ -186,7 +197,7 @@ class Progress:
             self.result = data
         return True
 
-    def _feed_keras(self, line):
+    def _feed_keras(self, line: str) -> None:
         epoch = KERAS_EPOCH.match(line.strip())
         if epoch:
             self.keras_epoch = (int(epoch.group(1)), int(epoch.group(2)))
@@ -197,15 +208,15 @@ class Progress:
             self.progress.update(metrics)
             self.pace = keras_pace(line, self.keras_epoch[0])
 
-    def reading(self):
+    def reading(self) -> dict[str, Any]:  # numbers, and "metrics": {name: number}
         """epoch, epochs, step, loss, steps_per_second, examples_per_second, metrics: each once
         known (progress.TaskProgress.reading)."""
-        numbers = {}
+        numbers: dict[str, float] = {}
         for source in (self.pace, self.files, self.progress, self.result):
             for k, v in source.items():
                 if isinstance(v, (int, float)) and not isinstance(v, bool):
                     numbers["step" if k == "global_step" else k] = float(v)
-        out = {}
+        out: dict[str, Any] = {}
         for k in READING_COUNTS:
             v = numbers.pop(k, None)
             if v is not None and math.isfinite(v):
@@ -222,12 +233,12 @@ class Lines:
     """The complete lines of a byte stream read in chunks, split where str.splitlines() splits the
     whole text (as the tooling splits a log), each given to `on_line`."""
 
-    def __init__(self, on_line):
+    def __init__(self, on_line: Callable[[str], None]) -> None:
         self.on_line = on_line
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.tail = ""
 
-    def feed(self, data, final=False):
+    def feed(self, data: bytes, final: bool = False) -> None:
         parts = (self.tail + self.decoder.decode(data, final)).splitlines(True)
         self.tail = ""
         # an unfinished line waits for the rest; so does one ending in \r (\r\n may be split)

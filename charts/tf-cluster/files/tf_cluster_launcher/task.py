@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 import time
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from .agent import LEADER, PEER_LOST, PEERS, agent_file, read_told
 from .child import start_child, stop_child
@@ -38,16 +39,36 @@ from .peerpods import wait_for_peer_pods
 from .progress import echo_metrics
 from .tfconfig import peers_needed, wait_for_peers
 
+if TYPE_CHECKING:
+    import subprocess
+    from types import FrameType
+    from typing import TypedDict
 
-def run(argv):
+    class Outcome(TypedDict, total=False):
+        """What happened to a task (run's `outcome`), each key once it did."""
+
+        signal: int  # the first signal received
+        leader: str  # how the leading Job ended (the watch's word)
+        killed: bool  # the child was killed after the grace
+        timer: threading.Timer  # kills the child once a forwarded signal's grace is over
+
+    class Task(TypedDict):
+        """The child (run's `task`)."""
+
+        proc: subprocess.Popen[bytes]  # None until it started: read only where it has (see run)
+        starting: bool  # it is being started: a signal waits for it
+
+
+def run(argv: list[str]) -> int:
     if not argv:
         log("no command given: usage: launcher.py -- <command> [args...]")
         return EXIT_CONFIG
-    outcome = {}  # "signal": the first one received; "leader": how the leading Job ended; "killed"
-    task = {"proc": None, "starting": False}
+    outcome: Outcome = {}  # "signal": the first one received; "leader": how the leading Job ended; "killed"
+    # "proc" is None until the child starts: kill_if_running and forward run only once it has
+    task: Task = {"proc": None, "starting": False}  # type: ignore[typeddict-item]
     grace = float(env("TF_CLUSTER_STOP_GRACE", "20"))
 
-    def kill_if_running(signum):
+    def kill_if_running(signum: int) -> None:
         proc = task["proc"]
         if proc.poll() is None:
             log(
@@ -57,7 +78,7 @@ def run(argv):
             outcome["killed"] = True
             proc.kill()
 
-    def forward(signum):
+    def forward(signum: int) -> None:
         proc = task["proc"]
         log("got signal %d; forwarding to the child (it has %ss to exit)" % (signum, grace))
         if proc.poll() is None:
@@ -67,7 +88,7 @@ def run(argv):
                 outcome["timer"].daemon = True
                 outcome["timer"].start()
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
         """Installed first: the launcher is the container's PID 1, and the kernel ignores a signal
         PID 1 left at its default action, so without this a pod deleted while it waits for its peers
         would wait for the kubelet's SIGKILL."""
@@ -80,7 +101,7 @@ def run(argv):
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    metrics = None
+    metrics: Metrics | None = None
     try:
         metrics = Metrics.from_env()  # None: metrics.enabled=false, the child writes to our stdout itself
         return TaskRun(argv, outcome, task, grace, forward, metrics).run()
@@ -91,7 +112,7 @@ def run(argv):
         return 128 + e.signum
 
 
-def leader_exit(cond, already):
+def leader_exit(cond: str, already: bool) -> int:
     """The exit code and log line of a task whose leading Job ended as `cond` (the watch's word), the
     child stopped (or, `already`, never started)."""
     what = leader_name()
@@ -130,7 +151,15 @@ class TaskRun:
     and hands the shared state over (`outcome`: "signal", the first one received; "leader", how the
     leading Job ended; "killed". `task`: the child process once started, "starting" while it is)."""
 
-    def __init__(self, argv, outcome, task, grace, forward, metrics):
+    def __init__(
+        self,
+        argv: list[str],
+        outcome: Outcome,
+        task: Task,
+        grace: float,
+        forward: Callable[[int], None],
+        metrics: Metrics | None,
+    ) -> None:
         self.argv, self.outcome, self.task, self.grace, self.forward = argv, outcome, task, grace, forward
         self.metrics = metrics
         self.role, self.index = env("TF_CLUSTER_ROLE", "task"), int(env("TF_TASK_INDEX", "0") or 0)
@@ -138,26 +167,26 @@ class TaskRun:
         self.coordinator = env("TF_CLUSTER_STRATEGY") == "parameterServer" and self.role == "chief"
         self.fencing = threading.Event()  # never set: the fence runs as long as the task
         self.stop_event = threading.Event()  # the child has exited: the helper threads end
-        self.peer_lost = {}
+        self.peer_lost: dict[str, list[str]] = {}
         # the pod's tf-cluster-agent container does what needs the API and tells this one in files
         self.agent = bool(env("TF_CLUSTER_AGENT_DIR"))
         if self.agent and self.stops_with_leader:
             os.environ.setdefault("TF_CLUSTER_LEADER_STATUS_FILE", agent_file(LEADER))
 
-    def set_state(self, state, unless=()):
+    def set_state(self, state: str, unless: Sequence[str] = ()) -> None:
         if self.metrics is not None:
             self.metrics.set_state(state, unless=unless)
 
-    def ended(self, code):
+    def ended(self, code: int) -> int:
         """The task ends before its child started: the helper threads stop."""
         self.set_state("exited")
         self.stop_event.set()
         return code
 
-    def finished_exit(self):
+    def finished_exit(self) -> int:
         return self.ended(leader_exit(self.outcome["leader"], already=True))
 
-    def run(self):
+    def run(self) -> int:
         try:
             hosts = peers_needed(env("TF_CONFIG"), env("TF_CLUSTER_STRATEGY"), self.role)
             fencer = fences(env("TF_CONFIG"), self.role, self.index)
@@ -186,7 +215,7 @@ class TaskRun:
             return self.ended(127)
         return self.supervise(proc, pumps, fencer and self.coordinator)
 
-    def peers_from_agent(self, hosts, timeout, give_up):
+    def peers_from_agent(self, hosts: list[str], timeout: float, give_up: Callable[[], bool]) -> list[str] | None:
         """The agent's verdict on the peers (agent.py, PEERS): [] when they resolve, the missing
         hosts, or None when the agent cannot read the API (wait on DNS)."""
         start = last = time.monotonic()
@@ -209,7 +238,7 @@ class TaskRun:
         log("the tf-cluster-agent container gave no word on the peers within %ds" % timeout)
         return hosts
 
-    def follow_leader(self):
+    def follow_leader(self) -> bool:
         """Watch the leading Job from the start (it may end, or be deleted, while this task waits for
         its peers). True when it has ended already: a replacement started after the run exits at once."""
         cond = leader_condition_at_start()
@@ -217,7 +246,7 @@ class TaskRun:
             self.outcome["leader"] = cond
             return True
 
-        def on_finished(cond):
+        def on_finished(cond: str) -> None:
             self.outcome["leader"] = cond
             self.set_state("stopped_by_leader")
             if self.task["proc"] is not None:
@@ -227,7 +256,7 @@ class TaskRun:
         threading.Thread(target=watch_leader, daemon=True, args=(poll, on_finished, self.stop_event)).start()
         return False
 
-    def wait_for_peers(self, hosts):
+    def wait_for_peers(self, hosts: list[str]) -> int | None:
         """None once the peers resolve (or none are needed), else the exit code."""
         if not hosts or env("TF_CLUSTER_WAIT_FOR_PEERS", "true") != "true":
             return None
@@ -235,7 +264,7 @@ class TaskRun:
         if self.metrics is not None:
             self.metrics.waiting(time.monotonic())
 
-        def give_up():
+        def give_up() -> bool:
             return "leader" in self.outcome
 
         if self.agent:
@@ -257,7 +286,7 @@ class TaskRun:
             return self.ended(EXIT_PEERS_TIMEOUT)
         return None
 
-    def supervise(self, proc, pumps, coordinator_fences):
+    def supervise(self, proc: subprocess.Popen[bytes], pumps: list[threading.Thread], coordinator_fences: bool) -> int:
         """The child runs: forward what arrived while it started, echo hypertune's reports, fence as the
         ParameterServer coordinator; then its exit code, read with what happened meanwhile."""
         self.task["proc"] = proc
@@ -281,7 +310,7 @@ class TaskRun:
         self.set_state("exited", unless=("stopped_by_leader",))
         return self.exit_code(rc)
 
-    def watch_peer_lost(self):
+    def watch_peer_lost(self) -> None:
         """The agent fences as the ParameterServer coordinator; it says here when a peer was lost."""
         while not self.stop_event.wait(1.0):
             names = read_told(PEER_LOST).split()
@@ -289,7 +318,7 @@ class TaskRun:
                 self.on_peer_lost(names)
                 return
 
-    def on_peer_lost(self, names):
+    def on_peer_lost(self, names: list[str]) -> None:
         log(
             "%s lost with its node; restarting the coordinator (exit %d) so it reconnects to the "
             "replacement from its last checkpoint: TensorFlow's coordinator would wait on the lost "
@@ -298,7 +327,7 @@ class TaskRun:
         self.peer_lost["names"] = names
         stop_child(self.task["proc"], self.grace)
 
-    def exit_code(self, rc):
+    def exit_code(self, rc: int) -> int:
         """The task's exit code once its child exited with `rc`."""
         outcome = self.outcome
         if outcome.get("leader"):
@@ -328,7 +357,7 @@ class TaskRun:
         log("command exited with %d" % rc)
         return rc
 
-    def leader_succeeded(self):
+    def leader_succeeded(self) -> bool:
         """Stopped by the pod's termination: when the leading Job has just completed, that is the Job
         controller ending this (finished) Job's other tasks, not a failure."""
         cond = leader_condition_or_empty() if (self.stops_with_leader or env("TF_CLUSTER_LEADER_JOB")) else ""
@@ -338,7 +367,7 @@ class TaskRun:
         return False
 
 
-def prepare_child_env():
+def prepare_child_env() -> None:
     """What the child's environment needs from the launcher: a word when TF_CONFIG is absent, and
     inter-op threads beside the intra-op ones the chart derives from the CPU limit."""
     if not env("TF_CONFIG"):

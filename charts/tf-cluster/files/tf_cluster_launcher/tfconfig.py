@@ -6,15 +6,16 @@ from __future__ import annotations
 import json
 import socket
 import time
+from typing import Any, Callable
 
 from .common import ConfigError, log
 
 
-def peer_hosts(tf_config):
+def peer_hosts(tf_config: str) -> list[str]:
     """Every host named in TF_CONFIG's cluster, roles in name order, tasks in index order, without
     duplicates."""
     cluster = cluster_of(tf_config)
-    hosts = []
+    hosts: list[str] = []
     for role in sorted(cluster):
         for address in cluster[role]:
             host = host_of(address)
@@ -23,7 +24,7 @@ def peer_hosts(tf_config):
     return hosts
 
 
-def resolves(host):
+def resolves(host: str) -> bool:
     try:
         socket.getaddrinfo(host, None)
         return True
@@ -31,13 +32,13 @@ def resolves(host):
         return False
 
 
-def cluster_of(tf_config):
+def cluster_of(tf_config: str) -> dict[str, list[Any]]:  # addresses as TF_CONFIG's JSON has them
     """TF_CONFIG's cluster as {role: [address, ...]} (a dict of index -> address kept in index order)."""
     try:
         cluster = json.loads(tf_config).get("cluster", {}) if tf_config else {}
     except ValueError as e:
         raise ConfigError("TF_CONFIG is not valid JSON: %s" % e) from None
-    out = {}
+    out: dict[str, list[Any]] = {}
     for role, tasks in cluster.items():
         if isinstance(tasks, dict):
             tasks = [tasks[k] for k in sorted(tasks, key=lambda k: int(k) if str(k).isdigit() else k)]
@@ -45,11 +46,11 @@ def cluster_of(tf_config):
     return out
 
 
-def host_of(address):
+def host_of(address: str) -> str:
     return address.rsplit(":", 1)[0]
 
 
-def peers_needed(tf_config, strategy, role):
+def peers_needed(tf_config: str, strategy: str, role: str) -> list[str]:
     """The hosts of TF_CONFIG this task's TensorFlow contacts as it starts: the ones to wait for.
 
     MultiWorkerMirrored: every task first connects to the coordination service on the leader
@@ -68,7 +69,9 @@ def peers_needed(tf_config, strategy, role):
     return peer_hosts(tf_config)
 
 
-def wait_for_peers(hosts, timeout, interval=5.0, give_up=None):
+def wait_for_peers(
+    hosts: list[str], timeout: float, interval: float = 5.0, give_up: Callable[[], bool] | None = None
+) -> list[str]:
     """Wait on DNS alone (outside Kubernetes, or when the API cannot be read): return [] when
     all resolve, else the hosts still missing at the timeout (or when `give_up()` says the wait is
     pointless: the leading Job already finished)."""
