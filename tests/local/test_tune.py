@@ -220,3 +220,33 @@ def test_each_algorithm_samples_inside_the_space(algorithm, tmp_path):
         assert 0.001 <= params["learning_rate"] <= 0.3 and 1 <= params["n_hidden"] <= 3
         assert params["n_neurons"] in (8, 16, 32, 64) and params["optimizer"] in ("sgd", "adam")
         study.tell(trial, float(i))
+
+
+def test_a_signalled_tuner_stops_its_running_trial_and_leaves_no_process(tmp_path):
+    """Issue 44: SIGTERM to `tf-cluster tune` ends it as Ctrl-C does: the running trial's tasks are
+    stopped (nothing left running that names the study's folder), it exits 143 and says so; the
+    study is kept (it resumes with --resume)."""
+    from test_signals import processes_mentioning
+
+    space = space_file(tmp_path, study="signalled", maxTrials=3, parallelTrials=1, pruner="none")
+    out = tmp_path / "study"
+    argv = [sys.executable, "-m", "tf_cluster.cli", *TUNE, "--space", str(space), "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not ("RUNNING" in trial_states(out) and processes_mentioning(str(out))):
+            time.sleep(1)
+        running = processes_mentioning(str(out))
+        assert running, "a trial's processes are found by the study's folder (else this test proves nothing)"
+        proc.send_signal(signal.SIGTERM)
+        rc = proc.wait(120)
+        assert proc.stderr is not None
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 143, (rc, err[-2000:])
+    assert "stopped by SIGTERM" in err and "Traceback" not in err, err[-2000:]
+    left = processes_mentioning(str(out))
+    assert not left, f"{len(left)} process(es) of the trial still alive after SIGTERM: {left}"
+    assert (out / "study.db").exists(), "the study is kept"
