@@ -37,7 +37,8 @@ def test_every_value_is_documented():
             if (
                 isinstance(v, dict)
                 and v
-                and k not in ("podSecurityContext", "securityContext", "podAnnotations", "labels")
+                # Kubernetes objects documented whole (a `resources` with its defaults, too)
+                and k not in ("podSecurityContext", "securityContext", "podAnnotations", "labels", "resources")
             ):
                 yield from leaves(v, key + ".")
             else:

@@ -102,7 +102,7 @@ Usage: include "tf-cluster.checkPodExtensions" (dict "context" $ "role" "worker"
 {{- range $kind := list "sidecars" "initContainers" -}}
 {{- range $c := default list (get $spec $kind) -}}
 {{- if has $c.name $containers -}}
-{{- fail (printf "%s.%s: a container named %q is already in the pod%s; give it another name" $where $kind $c.name (ternary " (the chart's: the training container, or the agent)" "" (has $c.name (list "tensorflow" "tf-cluster-agent")))) -}}
+{{- fail (printf "%s.%s: a container named %q is already in the pod%s; give it another name" $where $kind $c.name (get (dict "tensorflow" " (the training container)" "tf-cluster-agent" " (the chart's agent, which holds the token)") $c.name)) -}}
 {{- end -}}
 {{- $containers = append $containers $c.name -}}
 {{- if and (eq $kind "sidecars") $c.restartPolicy (ne $c.restartPolicy "Always") -}}
