@@ -91,7 +91,13 @@ def test_the_prose_names_the_current_tensorflow():
 
 
 def make_variable(name: str) -> str:
-    r = subprocess.run(["make", "-s", "-n", "-p", "-f", "Makefile", "help"], cwd=ROOT, capture_output=True, text=True)
+    """The Makefile's own value of `name`: not one a calling make passes down (make check runs
+    `make test` with the variables on its command line, which reach sub-makes in MAKEFLAGS) or the
+    environment sets."""
+    passed = {"MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKELEVEL", name}
+    env = {k: v for k, v in os.environ.items() if k not in passed}
+    argv = ["make", "-s", "-n", "-p", "-f", "Makefile", "help"]
+    r = subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, env=env)
     (value,) = {ln.split("=", 1)[1].strip() for ln in r.stdout.splitlines() if re.match(rf"^{name} :?\??= ", ln)}
     return value
 
