@@ -22,7 +22,6 @@ K8S_VERSION=${K8S_VERSION:-$(cat "$(dirname "$0")/../node/k8s-version")}  # the 
 CRICTL_VERSION=${CRICTL_VERSION:-v1.36.0}             # kind v0.33.0 base Dockerfile: CRICTL_VERSION
 ETCD_VERSION=${ETCD_VERSION:-3.7.0}                   # kubeadm 1.37 DefaultEtcdVersion 3.7.0-0
 COREDNS_VERSION=${COREDNS_VERSION:-1.14.6}            # kubeadm 1.37 CoreDNSVersion
-DEBIAN_MIRROR=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 CACHE=${CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/kind-$KIND_VERSION}
 K8S_BIN=${K8S_BIN:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/k8s-$K8S_VERSION}  # hack/node/build.sh output
 here=$(cd "$(dirname "$0")" && pwd)
@@ -96,8 +95,9 @@ if ! podman image exists "$BASE_IMAGE" || ! podman image exists "$SLIM_IMAGE"; t
   w=$(mktemp -d /var/tmp/kind-base.XXXXXX)
   cleanup() { umount "$w/rootfs/proc" 2>/dev/null || true; rm -rf "$w"; }
   trap cleanup EXIT
-  log "debootstrap bookworm minbase (+ $SLIM_PKGS) into $w/rootfs"
-  "${NICE[@]}" debootstrap --variant=minbase --include="$SLIM_PKGS" bookworm "$w/rootfs" "$DEBIAN_MIRROR" \
+  mirror=$(bash "$here/../../images/base/debian-mirror.sh" bookworm)  # the machine's apt source, or DEBIAN_MIRROR
+  log "debootstrap bookworm minbase (+ $SLIM_PKGS) from $mirror into $w/rootfs"
+  "${NICE[@]}" debootstrap --variant=minbase --include="$SLIM_PKGS" bookworm "$w/rootfs" "$mirror" \
     > "$w/debootstrap.log" 2>&1 || { tail -20 "$w/debootstrap.log" >&2; exit 1; }
   # the slim image: kube-proxy and local-path-helper run on it (distroless-iptables upstream),
   # with an iptables wrapper that follows the node's backend (the wrapper is not kept for the node base)

