@@ -9,15 +9,14 @@ example values file is copied next to it, as a user would have it. Real TensorFl
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from installed import install_wheel
 
-from tf_cluster import REQUIREMENTS, ROOT
+from tf_cluster import ROOT
 
 NO_DEPS = ROOT / "tooling" / "requirements-nodeps.txt"
 
@@ -29,31 +28,15 @@ def run(argv: list[str], cwd: Path, env: dict, timeout: float = 600) -> subproce
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     """(tf-cluster executable, a user folder to run it in, its environment)."""
-    base = tmp_path_factory.mktemp("installed")
-    dist = base / "dist"
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    built = subprocess.run([*pip, "wheel", "--no-deps", str(ROOT), "-w", str(dist)], capture_output=True, text=True)
-    assert built.returncode == 0, built.stderr
-    (wheel,) = dist.glob("tf_cluster-*-py3-none-any.whl")
-    venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    py = str(venv / "bin" / "python")
-    vpip = [py, "-m", "pip", "--disable-pip-version-check", "-q", "install"]
-    # The wheel with its dependencies, plus what run-local trains with: the CPU-only TensorFlow and
-    # tf-keras without its `tensorflow` requirement, as `make demo` installs them (the `local` extra
-    # names the full wheel, twice the download), at the project's pins.
-    for argv in (
-        [*vpip, "-c", str(REQUIREMENTS), str(wheel), "tensorflow-cpu", "tensorboard"],
-        [*vpip, "--no-deps", "-r", str(NO_DEPS)],
-    ):
-        proc = subprocess.run(argv, capture_output=True, text=True)
-        assert proc.returncode == 0, proc.stderr
-    user = base / "user"
-    user.mkdir()
+    # The wheel with what run-local trains with: the CPU-only TensorFlow and tf-keras without its
+    # `tensorflow` requirement, as `make demo` installs them (the `local` extra names the full
+    # wheel, twice the download), at the project's pins.
+    exe, user, env = install_wheel(tmp_path_factory.mktemp("installed"), "tensorflow-cpu", "tensorboard")
+    vpip = [str(Path(exe).with_name("python")), "-m", "pip", "--disable-pip-version-check", "-q", "install"]
+    proc = subprocess.run([*vpip, "--no-deps", "-r", str(NO_DEPS)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
     shutil.copy2(ROOT / "values-examples" / "mwms-cpu.yaml", user / "mwms-cpu.yaml")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TF_CLUSTER_", "PYTHON", "VIRTUAL_ENV"))}
-    env["PATH"] = f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin"
-    return str(venv / "bin" / "tf-cluster"), user, env
+    return exe, user, env
 
 
 def test_the_package_reads_its_own_data_not_the_checkout(installed):

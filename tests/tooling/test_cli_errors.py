@@ -77,6 +77,10 @@ def bad_files(tmp_path):
         (["logs", "tf", "--kubeconfig", "missing.yaml"], "no cluster to talk to: missing.yaml"),
         (["validate", "--kube-version", "1.99"], "--kube-version 1.99: no schemas for it; give one of"),
         (["from-tfjob", "missing.yaml"], "missing.yaml: no such file"),
+        (["install", "tf", "-f", "missing.yaml"], "values file missing.yaml: no such file"),
+        (["upgrade", "tf", "--kubeconfig", "missing.yaml"], "no cluster to talk to: missing.yaml"),
+        (["install", "tf", "--timeout", "0"], "--timeout 0.0: a number of seconds above 0"),
+        (["uninstall", "tf", "--kubeconfig", "bad.yaml"], "no cluster to talk to: bad.yaml: not valid YAML"),
     ],
     ids=[
         "values-missing",
@@ -87,6 +91,10 @@ def bad_files(tmp_path):
         "kubeconfig-missing",
         "kube-version-unknown",
         "tfjob-missing",
+        "install-values-missing",
+        "upgrade-kubeconfig-missing",
+        "install-timeout",
+        "uninstall-kubeconfig-not-yaml",
     ],
 )
 def test_exit_2_for_what_the_user_gave(argv, said, bad_files):
@@ -154,6 +162,9 @@ def test_help_lists_the_users_verbs_and_names_the_maintainers_apart():
         "build",
         "run-local",
         "smoke",
+        "install",
+        "upgrade",
+        "uninstall",
         "status",
         "logs",
         "tune",

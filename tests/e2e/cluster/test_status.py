@@ -1,27 +1,49 @@
-"""`tf-cluster status` and `tf-cluster logs` on the real node, as a user runs them against a
-release that is already running: every task's epoch while it trains, the table redrawn until
-every Job finished, every task's log under its `[role-i]`, and a gang that can never fit
-explained in words (tests/e2e/test_apiserver.py checks the same table without nodes)."""
+"""`tf-cluster install`, `status`, `logs` and `uninstall` on the real node, as a user who only
+installed the wheel runs them (a virtualenv outside the repository, no checkout on its PATH or in
+its folder): the release installed with the bundled chart until its tasks run, every task's epoch
+while it trains, the table redrawn until every Job finished, every task's log under its
+`[role-i]`, the release removed; and a gang that can never fit explained in words
+(tests/e2e/test_apiserver.py checks the same table without nodes)."""
 
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import time
 
+import pytest
+from installed import install_wheel
 from needs import absent
-from test_cluster import EX, KUBECONFIG, epochs, install, say
+from test_cluster import EX, KUBECONFIG, SMALL, epochs, install, say
 
-from tf_cluster import kube
+from tf_cluster import helm, kube
 
 TASK_ROW = re.compile(r"^((?:chief|worker|ps|evaluator)-\d+)\s+(.*)$")
 
 
 def tf_cluster(*argv, timeout: float = 120) -> subprocess.CompletedProcess:
-    """The `tf-cluster` command as a user runs it, on the e2e cluster."""
+    """The `tf-cluster` command of this checkout, on the e2e cluster."""
     argv = (sys.executable, "-m", "tf_cluster.cli", *argv, "--kubeconfig", KUBECONFIG)
     return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def user_tool(tmp_path_factory):
+    """A `tf-cluster` function running the installed wheel from the user's folder, where the
+    example values (and the e2e node's small requests) are copied."""
+    exe, user, env = install_wheel(tmp_path_factory.mktemp("wheel"), helm=helm.Helm("4").argv("version")[0])
+    for f in (EX / "mwms-cpu.yaml", SMALL):
+        shutil.copy2(f, user / f.name)
+
+    def run(*argv, timeout: float = 120) -> subprocess.CompletedProcess:
+        argv = (exe, *argv, "--kubeconfig", KUBECONFIG)
+        return subprocess.run(
+            [str(a) for a in argv], cwd=user, env=env, capture_output=True, text=True, timeout=timeout
+        )
+
+    return run
 
 
 def task_rows(out: str) -> dict[str, str]:
@@ -36,8 +58,18 @@ def task_rows(out: str) -> dict[str, str]:
     return rows
 
 
-def test_status_shows_every_tasks_epoch_while_it_trains_then_watches_it_finish(api, ns):
-    install(ns, "st", EX / "mwms-cpu.yaml", sets=epochs(10, 300))  # ~5 s an epoch here: status sees it train
+def test_the_installed_command_installs_watches_to_complete_and_uninstalls_a_release(api, ns, user_tool):
+    tf_cluster = user_tool
+    run_length = [f"--set-string={kv}" for kv in epochs(10, 300)]  # ~5 s an epoch here: status sees it train
+    t0 = time.monotonic()
+    r = tf_cluster("install", "st", "-f", "mwms-cpu.yaml", "-f", SMALL.name, *run_length, "-n", ns, timeout=600)
+    say(f"tf-cluster install returned after {time.monotonic() - t0:.0f}s:\n{r.stdout[-2500:]}")
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr
+    assert "stopped waiting: every task started" in r.stdout
+    rows = task_rows(r.stdout)
+    assert set(rows) == {"worker-0", "worker-1"} and all(
+        row.startswith(("running", "succeeded")) for row in rows.values()
+    )
     deadline = time.monotonic() + 600
     while True:
         r = tf_cluster("status", "st", "-n", ns)
@@ -72,6 +104,12 @@ def test_status_shows_every_tasks_epoch_while_it_trains_then_watches_it_finish(a
     assert followed.returncode == 0, followed.stderr  # every Job finished: the streams end, so does logs -f
     for task in ("worker-0", "worker-1"):
         assert re.search(rf"^\[{task}\] epoch 10/10 .*loss \d", followed.stdout, re.M), followed.stdout[-3000:]
+
+    gone = tf_cluster("uninstall", "st", "-n", ns, timeout=400)
+    say(gone.stdout.strip())
+    assert gone.returncode == 0, gone.stderr
+    assert "release st uninstalled" in gone.stdout and "kept" not in gone.stdout
+    assert kube.release_objects(api, ns, "st", count_terminating=False) == []
 
 
 def test_status_explains_a_gang_too_big_to_fit(api, ns):
