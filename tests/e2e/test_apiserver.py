@@ -811,6 +811,46 @@ def test_a_signalled_smoke_uninstalls_its_release_and_deletes_its_namespace(apis
         assert e.status == 404, e
 
 
+def test_a_signalled_install_keeps_its_release_and_uninstall_removes_it(apiserver, namespace, tmp_path):
+    """`tf-cluster install` (issue 42): SIGTERM while it waits for the tasks (no node runs them here)
+    stops the wait, not the release: it exits 143 saying the release stays and how to remove it;
+    `tf-cluster uninstall` then removes it and leaves the namespace."""
+    import signal
+
+    from kubernetes import client
+
+    no_claims = tmp_path / "no-claims.yaml"  # a claim's finalizer needs kube-controller-manager, absent here
+    no_claims.write_text("storage: {checkpoints: {type: emptyDir}}\n")
+    cli = [sys.executable, "-m", "tf_cluster.cli"]
+    where = ["--kubeconfig", apiserver["kubeconfig"], "-n", namespace]
+    argv = [*cli, "install", "inst", "-f", ROOT / "values-examples" / "mwms-cpu.yaml", "-f", no_claims, *where]
+    proc = subprocess.Popen(list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    said = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            said.append(line)
+            if "waiting until every task runs" in line:
+                break
+        assert any("release inst installed" in s for s in said), "".join(said)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    said.append(out)
+    assert proc.returncode == 143, "".join(said)[-3000:] + err[-2000:]
+    assert f"release inst stays installed (follow it: tf-cluster status inst -n {namespace} --watch" in out, out
+    assert "Traceback" not in err, err[-2000:]
+    assert "inst" in helm_in(apiserver, "4", namespace).run("list", "-q", check=True).stdout
+
+    gone = subprocess.run(list(map(str, [*cli, "uninstall", "inst", *where])), capture_output=True, text=True)
+    assert gone.returncode == 0, gone.stderr
+    assert f"release inst uninstalled from namespace {namespace}; the namespace stays" in gone.stdout, gone.stdout
+    assert "inst" not in helm_in(apiserver, "4", namespace).run("list", "-q", "--all").stdout
+    assert client.CoreV1Api(apiserver["api"]).read_namespace(namespace).status.phase == "Active"
+
+
 def test_a_server_stopped_with_its_leader_records_it_as_an_event_on_its_pod(apiserver, namespace, tmp_path):
     """Issue 47: the launcher tells a platform's tools, not only its log. A ps whose chief's Job
     completes records `StoppedWithLeader` on its own pod (what `kubectl describe pod` and

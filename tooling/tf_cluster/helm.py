@@ -174,6 +174,10 @@ class Helm:
         extra = ["--install"] if install else []
         return self.run("upgrade", release, chart, *values.argv(), *extra, *_wait(wait, timeout), check=check)
 
+    def rollback(self, release: str, *, wait: bool = False, timeout: str | None = None) -> subprocess.CompletedProcess:
+        """Back to the release's previous revision (what an interrupted upgrade leaves pending)."""
+        return self.run("rollback", release, *_wait(wait, timeout))
+
     def test(self, release: str, *, timeout: str = "5m", check: bool = False) -> subprocess.CompletedProcess:
         return self.run("test", release, "--timeout", timeout, check=check)
 

@@ -11,13 +11,16 @@ Helm does the work (the chart is this command's own: `tf-cluster chart path`); t
 ordinary Helm release (`helm list`, `helm history`, Argo CD all see it). After an install or upgrade
 the command waits, printing what the tasks do, until every task runs (`--wait started`, the
 default), until every Job finished (`--wait complete`), or not at all (`--wait none`). Stopping the
-wait (Ctrl-C) leaves the release installed. A namespace the install creates is not deleted by
-uninstall (other things may live in it by then): `kubectl delete namespace NS`.
+wait (Ctrl-C, SIGTERM) leaves the release installed: it is what you asked for. Stopping Helm itself
+leaves nothing half-applied: an interrupted install is uninstalled, an interrupted upgrade rolled
+back. A namespace the install creates is not deleted by uninstall (other things may live in it by
+then): `kubectl delete namespace NS`.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import time
 
 from .. import cluster_state, kube
@@ -72,10 +75,19 @@ def run(args: argparse.Namespace) -> int:
     if args.verb == "install" and kube.ensure_namespace(api, namespace):
         tell(f"namespace {namespace} created (uninstall leaves it: kubectl delete namespace {namespace})")
     tell(f"helm {args.helm} {args.verb} {args.release} -n {namespace} {values.describe()}".rstrip())
-    if args.verb == "install":
-        helm.install(args.release, values, check=True)
-    else:
-        helm.upgrade(args.release, values, check=True)
+    try:
+        if args.verb == "install":
+            helm.install(args.release, values, check=True)
+        else:
+            helm.upgrade(args.release, values, check=True)
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM, SIGHUP while Helm works: undo what of it landed
+        if args.verb == "install":
+            tell(f"stopped during helm install: uninstalling what of release {args.release} landed")
+            helm.uninstall(args.release, wait=True, timeout="3m")
+        else:
+            tell(f"stopped during helm upgrade: rolling release {args.release} back to its previous revision")
+            helm.rollback(args.release, wait=True, timeout="3m")
+        raise
     tell(f"release {args.release} {args.verb}ed (helm -n {namespace} status {args.release})")
     if args.wait == "none":
         return 0
@@ -92,6 +104,12 @@ def run(args: argparse.Namespace) -> int:
         )
     except RunError as e:
         raise RunError(f"{e}\nthe release stays installed: tf-cluster uninstall {args.release} -n {namespace}") from e
+    except KeyboardInterrupt as e:
+        tell(
+            f"stopped waiting; release {args.release} stays installed (follow it: tf-cluster status {args.release} "
+            f"-n {namespace} --watch; remove it: tf-cluster uninstall {args.release} -n {namespace})"
+        )
+        return 128 + getattr(e, "signum", signal.SIGINT)
     _, report, _ = kube.release_status(api, namespace, args.release)
     print(report.status(), flush=True)
     failed = snap.failed_jobs()
