@@ -846,7 +846,9 @@ def test_a_signalled_install_keeps_its_release_and_uninstall_removes_it(apiserve
 
     gone = subprocess.run(list(map(str, [*cli, "uninstall", "inst", *where])), capture_output=True, text=True)
     assert gone.returncode == 0, gone.stderr
-    assert f"release inst uninstalled from namespace {namespace}; the namespace stays" in gone.stdout, gone.stdout
+    assert f"release inst uninstalled from namespace {namespace}, its pods gone; the namespace stays" in gone.stdout, (
+        gone.stdout
+    )
     assert "inst" not in helm_in(apiserver, "4", namespace).run("list", "-q", "--all").stdout
     assert client.CoreV1Api(apiserver["api"]).read_namespace(namespace).status.phase == "Active"
 

@@ -353,3 +353,14 @@ def test_a_release_has_started_once_every_index_of_every_running_job_has_a_runni
     assert not cluster_state.Snapshot.of([workers], leaving).started()
     assert cluster_state.Snapshot.of([workers], both).started()
     assert cluster_state.Snapshot.of([job("chief", status=done), workers], both).started()  # a finished Job: begun
+
+
+def test_install_stops_waiting_once_every_task_started_or_a_job_failed():
+    from tf_cluster.commands.install import started
+
+    failed = {"conditions": [{"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}], "failed": 2}
+    workers = job("worker", completions=2)
+    assert started(cluster_state.Snapshot.of([workers], [pod("worker", 0, "Pending")])) == ""
+    assert started(cluster_state.Snapshot.of([job("chief", status=failed), workers], [])) == "a Job failed"
+    both = [pod("worker", 0, "Running"), pod("worker", 1, "Running")]
+    assert started(cluster_state.Snapshot.of([workers], both)) == "every task started"

@@ -222,6 +222,27 @@ def wait_for_jobs(
         time.sleep(every)
 
 
+def wait_for_no_pods(
+    api, namespace: str, release: str, *, timeout: float, say: Callable[[str], None] = print, every: float = 2
+) -> list[str]:
+    """Wait until no pod of the release is left (an uninstalled release's pods stop after their Jobs
+    are deleted); returns the names still there at `timeout` ([] when they are all gone)."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    t0 = last = time.monotonic()
+    while True:
+        pods = core.list_namespaced_pod(namespace, label_selector=f"{cluster_state.INSTANCE}={release}").items
+        names = sorted(p.metadata.name for p in pods)
+        now = time.monotonic()
+        if not names or now - t0 >= timeout:
+            return names
+        if now - last >= 15:
+            say(f"{len(names)} pod(s) of release {release} still stopping")
+            last = now
+        time.sleep(every)
+
+
 def diagnostics(api, namespace: str, release: str, tail: int = 30) -> str:
     """Logs of the pods that failed or are stuck, and the namespace's Warning events."""
     from kubernetes import client

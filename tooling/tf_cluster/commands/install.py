@@ -5,7 +5,7 @@ no checkout and no separate chart download.
     tf-cluster install mnist -f values.yaml --wait complete   # ... until every Job is Complete or Failed
     tf-cluster status mnist -n ml --watch                 # follow it later
     tf-cluster upgrade mnist -f values.yaml -n ml         # helm upgrade (a new run if what the pods run changed)
-    tf-cluster uninstall mnist -n ml                      # helm uninstall --wait; the namespace stays
+    tf-cluster uninstall mnist -n ml                      # helm uninstall, until its pods are gone; the namespace stays
 
 Helm does the work (the chart is this command's own: `tf-cluster chart path`); the release is an
 ordinary Helm release (`helm list`, `helm history`, Argo CD all see it). After an install or upgrade
@@ -50,14 +50,16 @@ def add_parser(sub: Subparsers) -> None:
         )
         p.add_argument("--timeout", type=float, default=900, metavar="S", help="seconds to wait (900)")
         p.set_defaults(func=run, verb=verb)
-    p = sub.add_parser("uninstall", help="uninstall a release (helm uninstall --wait); its namespace stays")
+    p = sub.add_parser("uninstall", help="uninstall a release and wait until its pods are gone; its namespace stays")
     add_release_args(p)
     p.add_argument("--helm", choices=MAJORS, default="4", help="Helm major version (default 4)")
     p.set_defaults(func=run_uninstall)
 
 
 def started(snap: cluster_state.Snapshot) -> str:
-    """A reason to stop waiting once every task has begun (or the run is already over)."""
+    """A reason to stop waiting once every task has begun (or the run is already over), or a Job failed."""
+    if snap.failed_jobs():
+        return "a Job failed"
     return "every task started" if snap.started() else ""
 
 
@@ -88,7 +90,8 @@ def run(args: argparse.Namespace) -> int:
             tell(f"stopped during helm upgrade: rolling release {args.release} back to its previous revision")
             helm.rollback(args.release, wait=True, timeout="3m")
         raise
-    tell(f"release {args.release} {args.verb}ed (helm -n {namespace} status {args.release})")
+    done = {"install": "installed", "upgrade": "upgraded"}[args.verb]
+    tell(f"release {args.release} {done} (helm -n {namespace} status {args.release})")
     if args.wait == "none":
         return 0
     goal = "every Job finished" if args.wait == "complete" else "every task runs"
@@ -125,12 +128,19 @@ def run_uninstall(args: argparse.Namespace) -> int:
     api, namespace = kube.connect(str(args.kubeconfig) if args.kubeconfig else None, args.namespace)
     helm = Helm(args.helm, kubeconfig=args.kubeconfig, namespace=namespace)
     t0 = time.monotonic()
+
+    def tell(msg: str) -> None:
+        print(f"[uninstall {time.monotonic() - t0:6.1f}s] {msg}", flush=True)
+
     helm.uninstall(args.release, wait=True, timeout="5m", check=True)
+    # Helm deletes the Jobs; their pods go after them (the garbage collector), still stopping
+    left = kube.wait_for_no_pods(api, namespace, args.release, timeout=300, say=tell)
+    if left:
+        raise RunError(f"release {args.release} uninstalled, but pods still stop after 300s: {', '.join(left)}")
     kept = kube.release_objects(api, namespace, args.release, count_terminating=False)
-    print(
-        f"[uninstall {time.monotonic() - t0:6.1f}s] release {args.release} uninstalled from namespace {namespace}"
+    tell(
+        f"release {args.release} uninstalled from namespace {namespace}, its pods gone"
         + (f"; kept (storage.*.keepOnUninstall, or not the chart's): {', '.join(kept)}" if kept else "")
-        + "; the namespace stays",
-        flush=True,
+        + "; the namespace stays"
     )
     return 0
