@@ -871,14 +871,18 @@ def test_a_server_stopped_with_its_leader_records_it_as_an_event_on_its_pod(apis
     template = client.ApiClient().sanitize_for_serialization(ps_job.spec.template)
     labels = {**template["metadata"]["labels"], "batch.kubernetes.io/job-name": ps_job.metadata.name}
     core.create_namespaced_pod(namespace, {"metadata": {"name": pod, "labels": labels}, "spec": template["spec"]})
+    # The agent starts beside the task (the ps serves before it): the chief finishes once it watches,
+    # so that the stop is the watch's (a loaded machine once started it after the chief had finished).
+    watching, deadline = f"will stop when Job {chief} finishes (watched)", time.monotonic() + 60
+    while watching not in (tmp_path / "agent.log").read_text():
+        assert time.monotonic() < deadline, "no watch of the leading Job: " + (tmp_path / "agent.log").read_text()
+        time.sleep(0.2)
     finish(apiserver["api"], namespace, chief, "Complete")
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     assert "leading Job completed; task stopped (exit 0)" in err, err
     assert (tmp_path / "agent" / "leader").read_text().strip() == "Complete"
     assert not any((tmp_path / "no-token").iterdir()), "the task's launcher has no token"
-    agent_log = (tmp_path / "agent.log").read_text()
-    assert f"will stop when Job {chief} finishes (watched)" in agent_log, agent_log
     events = core.list_namespaced_event(namespace).items
     (event,) = [e for e in events if e.involved_object.name == pod]
     assert (event.reason, event.type, event.source.component, event.count) == (
