@@ -769,41 +769,56 @@ def test_the_launchers_informer_lists_once_follows_a_watch_and_stops_at_once(
     assert time.monotonic() - t0 < 2
 
 
-def test_a_signalled_smoke_uninstalls_its_release_and_deletes_its_namespace(apiserver, tmp_path):
-    """SIGTERM to `tf-cluster smoke` while it waits for the Jobs (no node runs them here) ends it
-    as Ctrl-C does (issue 44): the release it installed is uninstalled and the namespace it made
-    is deleted; it exits 143 and says why, in one line."""
+def no_claims_values(tmp_path) -> Path:
+    """Values without a claim: a claim's finalizer needs kube-controller-manager, absent here."""
+    f = tmp_path / "no-claims.yaml"
+    f.write_text("storage: {checkpoints: {type: emptyDir}}\n")
+    return f
+
+
+def signalled_at(argv: list, line: str, check=lambda: None, timeout: float = 240) -> tuple[int, str, str]:
+    """Run a `tf-cluster` command, SIGTERM it once it prints `line` (after `check()`, which may
+    assert what holds by then); (exit code, all it printed on stdout, stderr)."""
     import signal
 
-    from kubernetes import client
-
-    ns = "e2e-smoke-sigterm"
-    no_claims = tmp_path / "no-claims.yaml"  # a claim's finalizer needs kube-controller-manager, absent here
-    no_claims.write_text("storage: {checkpoints: {type: emptyDir}}\n")
-    argv = [sys.executable, "-m", "tf_cluster.cli", "smoke", "-f", ROOT / "values-examples" / "mwms-cpu.yaml"]
-    argv += ["-f", no_claims]
-    argv += ["--kubeconfig", apiserver["kubeconfig"], "-n", ns, "--release", "sig", "--timeout", "600"]
     proc = subprocess.Popen(list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     said = []
     try:
         assert proc.stdout is not None
-        for line in proc.stdout:  # smoke says each step; the Jobs' wait comes after the install
-            said.append(line)
-            if "waiting for every Job" in line:
+        for said_line in proc.stdout:
+            said.append(said_line)
+            if line in said_line:
                 break
-        assert any("waiting for every Job" in s for s in said), "".join(said)
-        core = client.CoreV1Api(apiserver["api"])
-        assert core.read_namespace(ns).status.phase == "Active"
-        assert "sig" in helm_in(apiserver, "4", ns).run("list", "-q", check=True).stdout
+        assert any(line in s for s in said), "".join(said)
+        check()
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=240)
+        out, err = proc.communicate(timeout=timeout)
     finally:
         if proc.poll() is None:
             proc.kill()
-    said.append(out)
-    assert proc.returncode == 143, "".join(said)[-3000:] + err[-2000:]
+    return proc.returncode, "".join(said) + out, err
+
+
+def test_a_signalled_smoke_uninstalls_its_release_and_deletes_its_namespace(apiserver, tmp_path):
+    """SIGTERM to `tf-cluster smoke` while it waits for the Jobs (no node runs them here) ends it
+    as Ctrl-C does (issue 44): the release it installed is uninstalled and the namespace it made
+    is deleted; it exits 143 and says why, in one line."""
+    from kubernetes import client
+
+    ns = "e2e-smoke-sigterm"
+    core = client.CoreV1Api(apiserver["api"])
+    argv = [sys.executable, "-m", "tf_cluster.cli", "smoke", "-f", ROOT / "values-examples" / "mwms-cpu.yaml"]
+    argv += ["-f", no_claims_values(tmp_path)]
+    argv += ["--kubeconfig", apiserver["kubeconfig"], "-n", ns, "--release", "sig", "--timeout", "600"]
+
+    def installed() -> None:  # smoke says each step; the Jobs' wait comes after the install
+        assert core.read_namespace(ns).status.phase == "Active"
+        assert "sig" in helm_in(apiserver, "4", ns).run("list", "-q", check=True).stdout
+
+    rc, said, err = signalled_at(argv, "waiting for every Job", installed)
+    assert rc == 143, said[-3000:] + err[-2000:]
     assert "stopped by SIGTERM" in err and "Traceback" not in err, err[-2000:]
-    assert "helm uninstall sig" in "".join(said) and f"namespace {ns} deleted" in "".join(said), "".join(said)
+    assert "helm uninstall sig" in said and f"namespace {ns} deleted" in said, said
     assert "sig" not in helm_in(apiserver, "4", ns).run("list", "-q", "--all").stdout
     try:  # no namespace controller runs here: a deleted namespace stays Terminating
         assert core.read_namespace(ns).metadata.deletion_timestamp is not None
@@ -815,32 +830,17 @@ def test_a_signalled_install_keeps_its_release_and_uninstall_removes_it(apiserve
     """`tf-cluster install` (issue 42): SIGTERM while it waits for the tasks (no node runs them here)
     stops the wait, not the release: it exits 143 saying the release stays and how to remove it;
     `tf-cluster uninstall` then removes it and leaves the namespace."""
-    import signal
-
     from kubernetes import client
 
-    no_claims = tmp_path / "no-claims.yaml"  # a claim's finalizer needs kube-controller-manager, absent here
-    no_claims.write_text("storage: {checkpoints: {type: emptyDir}}\n")
     cli = [sys.executable, "-m", "tf_cluster.cli"]
     where = ["--kubeconfig", apiserver["kubeconfig"], "-n", namespace]
-    argv = [*cli, "install", "inst", "-f", ROOT / "values-examples" / "mwms-cpu.yaml", "-f", no_claims, *where]
-    proc = subprocess.Popen(list(map(str, argv)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    said = []
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            said.append(line)
-            if "waiting until every task runs" in line:
-                break
-        assert any("release inst installed" in s for s in said), "".join(said)
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    said.append(out)
-    assert proc.returncode == 143, "".join(said)[-3000:] + err[-2000:]
-    assert f"release inst stays installed (follow it: tf-cluster status inst -n {namespace} --watch" in out, out
+    values = ["-f", ROOT / "values-examples" / "mwms-cpu.yaml", "-f", no_claims_values(tmp_path)]
+    rc, said, err = signalled_at(
+        [*cli, "install", "inst", *values, *where], "waiting until every task runs", timeout=60
+    )
+    assert rc == 143, said[-3000:] + err[-2000:]
+    assert "release inst installed" in said, said
+    assert f"release inst stays installed (follow it: tf-cluster status inst -n {namespace} --watch" in said, said
     assert "Traceback" not in err, err[-2000:]
     assert "inst" in helm_in(apiserver, "4", namespace).run("list", "-q", check=True).stdout
 
