@@ -80,6 +80,8 @@ def bad_files(tmp_path):
         (["install", "tf", "-f", "missing.yaml"], "values file missing.yaml: no such file"),
         (["upgrade", "tf", "--kubeconfig", "missing.yaml"], "no cluster to talk to: missing.yaml"),
         (["install", "tf", "--timeout", "0"], "--timeout 0.0: a number of seconds above 0"),
+        (["install", "tf", "--timeout", "nan"], "--timeout nan: a number of seconds above 0"),
+        (["status", "tf", "--interval", "nan"], "--interval nan: a number of seconds above 0"),
         (["uninstall", "tf", "--kubeconfig", "bad.yaml"], "no cluster to talk to: bad.yaml: not valid YAML"),
     ],
     ids=[
@@ -94,6 +96,8 @@ def bad_files(tmp_path):
         "install-values-missing",
         "upgrade-kubeconfig-missing",
         "install-timeout",
+        "install-timeout-nan",
+        "status-interval-nan",
         "uninstall-kubeconfig-not-yaml",
     ],
 )

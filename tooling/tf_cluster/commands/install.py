@@ -64,7 +64,7 @@ def started(snap: cluster_state.Snapshot) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.timeout <= 0:
+    if not args.timeout > 0:  # nan too: it would never time out
         raise UsageError(f"--timeout {args.timeout}: a number of seconds above 0")
     values = values_from(args)
     api, namespace = kube.connect(str(args.kubeconfig) if args.kubeconfig else None, args.namespace)

@@ -54,7 +54,7 @@ def render(
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.interval <= 0:
+    if not args.interval > 0:  # nan too: sleep(nan) raises
         raise UsageError(f"--interval {args.interval}: a number of seconds above 0")
     api, namespace = kube.connect(str(args.kubeconfig) if args.kubeconfig else None, args.namespace)
     redraw = args.watch and sys.stdout.isatty()
