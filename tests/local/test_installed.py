@@ -51,6 +51,13 @@ def test_the_package_reads_its_own_data_not_the_checkout(installed):
     assert help_.returncode == 0 and "run-local" in help_.stdout, help_.stderr
     version = run([exe, "--version"], user, env)
     assert version.stdout.strip() == f"tf-cluster {chart_version()}"
+    # the user guide the hints name (`tf-cluster docs storage`), from the package, with the chart's
+    # README where the values reference includes it
+    for name, page in (("storage", "docs/user-guide/storage.md"), ("exit-codes", "docs/reference/exit-codes.md")):
+        out = run([exe, "docs", name], user, env)
+        assert out.returncode == 0 and out.stdout == (ROOT / page).read_text(), out.stderr
+    values = run([exe, "docs", "reference/values"], user, env)
+    assert values.returncode == 0 and (ROOT / "charts" / "tf-cluster" / "README.md").read_text() in values.stdout
 
 
 def chart_version() -> str:

@@ -174,6 +174,7 @@ def test_help_lists_the_users_verbs_and_names_the_maintainers_apart():
         "tune",
         "from-tfjob",
         "chart",
+        "docs",
         "completion",
     ]
     assert "SUPPRESS" not in r.stdout and "{" not in r.stdout  # no argparse artefacts

@@ -30,6 +30,7 @@ IN_CHECKOUT = (ROOT / "charts" / "tf-cluster" / "Chart.yaml").is_file() and (ROO
 CHART = DATA / "chart" if DATA else ROOT / "charts" / "tf-cluster"
 IMAGES = DATA / "images" if DATA else ROOT / "images"
 REQUIREMENTS = DATA / "requirements.txt" if DATA else ROOT / "tooling" / "requirements.txt"
+DOCS = DATA / "docs" if DATA else ROOT / "docs"  # the user guide (`tf-cluster docs`)
 TOOLS_BIN = ROOT / ".tools" / "bin"  # a checkout's pinned tools (`make setup`); absent when installed
 
 

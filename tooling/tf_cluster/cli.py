@@ -2,7 +2,7 @@
 """`tf-cluster` command line. Exit codes: 0 ok, 1 the cluster refused or failed a request, 2 usage
 (a missing or unreadable file, bad YAML, a bad kubeconfig, a version-policy or packaging refusal, no
 such release), 3 tool or extra missing, 4 render refused, 5 invalid manifests, 6 build failed, 7 run
-failed (run-local or smoke). The table: docs/reference/exit-codes.md."""
+failed (run-local or smoke). The table: `tf-cluster docs exit-codes`."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from .commands import (
     build,
     chart,
     completion,
+    docs,
     from_tfjob,
     install,
     logs,
@@ -42,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
         "build its images, run it on this machine or a cluster, and watch it.",
         epilog=f"Maintainers of the chart: {', '.join(MAINTAINER)} (each with --help). Exit codes: 0 ok, 1 the "
         "cluster refused, 2 usage, 3 a tool or extra missing, 4 values refused, 5 invalid manifests, 6 build "
-        "failed, 7 run failed (the table: the docs' Reference > Exit codes).",
+        "failed, 7 run failed (the table: tf-cluster docs exit-codes).",
     )
     p.add_argument("--version", action="version", version=f"tf-cluster {version()}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", title="commands")
@@ -59,6 +60,7 @@ def parser() -> argparse.ArgumentParser:
         tune,
         from_tfjob,
         chart,
+        docs,
         completion,
     ):
         module.add_parser(sub)

@@ -251,7 +251,7 @@ def volume_hint(message: str | None) -> str:
         return (
             ". Its claim cannot be bound where the pod fits: a WaitForFirstConsumer class pins the claim to the "
             "first pod's node while a gang spread over nodes waits; use a class with volumeBindingMode: Immediate "
-            "for shared claims (docs/user-guide/storage.md), or scheduling.singleNode=true"
+            "for shared claims (tf-cluster docs storage), or scheduling.singleNode=true"
         )
     return ""
 

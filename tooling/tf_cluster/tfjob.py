@@ -718,7 +718,7 @@ def run_policy(v: dict, run: dict, counts: dict[str, int], say, gang: str) -> No
         say(
             "spec.runPolicy.ttlSecondsAfterFinished",
             "-> job.ttlSecondsAfterFinished: deletes each finished Job. Under Argo CD a deleted Job is drift: "
-            "self-heal re-creates it and trains again (docs/user-guide/upgrades-argocd.md)",
+            "self-heal re-creates it and trains again (tf-cluster docs upgrades-argocd)",
         )
     if job:
         v["job"] = job
@@ -771,7 +771,7 @@ def scheduling_policy(v: dict, sched: dict, counts: dict[str, int], say, gang: s
     if sched.get("minResources"):
         say(f"{path}.minResources", "no equivalent: the gang waits for the tasks' own requests")
     v["scheduling"] = s
-    say(path, f"-> scheduling: {s} (docs/user-guide/gang-scheduling.md)")
+    say(path, f"-> scheduling: {s} (tf-cluster docs gang-scheduling)")
 
 
 def success_policy(spec: dict, counts: dict[str, int], say) -> None:
@@ -799,7 +799,7 @@ HEADER = """\
 # tf-cluster values converted from TFJob {ns}{name} by `tf-cluster from-tfjob`.
 # Install:  helm install {name} "$(tf-cluster chart path)" -f THIS_FILE{ns_flag}
 # What changed or has no equivalent was printed by the converter; each line is
-# repeated at the end of this file. docs/user-guide/from-tfjob.md has the whole table.
+# repeated at the end of this file. `tf-cluster docs from-tfjob` has the whole table.
 """
 
 COMMENTS = {

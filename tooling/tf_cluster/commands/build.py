@@ -8,7 +8,7 @@ import sys
 import time
 from pathlib import Path
 
-from .. import images
+from .. import IMAGES, images
 from ..errors import ToolMissing, UsageError
 from ..imagebuild import BUILDERS, build_argv, default_ca_bundle, detect_builder, image_size, stream
 from . import Subparsers
@@ -25,7 +25,7 @@ def add_parser(sub: Subparsers) -> None:
         "--base",
         default=images.DEFAULT_BASE,
         help=f"base image with Python 3.11 (default {images.DEFAULT_BASE}; "
-        "without a registry: images/base/make-base.sh)",
+        f"without a registry: bash {IMAGES / 'base' / 'make-base.sh'})",
     )
     p.add_argument("--repository", default=images.DEFAULT_REPOSITORY, help="image repository")
     p.add_argument("--builder", choices=BUILDERS, help="default: the first of docker, podman, buildah that works")

@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from .. import imagebuild, images, work_dir
+from .. import IMAGES, imagebuild, images, work_dir
 from ..errors import RunError, ToolMissing, UsageError
 from ..helm import Helm, Values
 from ..runner.cluster import ClusterRunner
@@ -59,7 +59,7 @@ def add_parser(sub: Subparsers) -> None:
         "--base",
         default=os.environ.get("TF_CLUSTER_BASE_IMAGE", images.DEFAULT_BASE),
         help=f"[--kind] base image of the image it builds (default $TF_CLUSTER_BASE_IMAGE or {images.DEFAULT_BASE}; "
-        "without a registry: images/base/make-base.sh, as `make image` does)",
+        f"without a registry: bash {IMAGES / 'base' / 'make-base.sh'}, as `make image` does)",
     )
     p.add_argument(
         "--requirements",

@@ -29,7 +29,7 @@ def add_parser(sub: Subparsers) -> None:
         description=__doc__ + " Example: tf-cluster tune -f values.yaml --script train.py --space space.yaml",
     )
     add_values_args(p)
-    p.add_argument("--space", type=Path, required=True, help="search space file (docs/user-guide/tuning.md)")
+    p.add_argument("--space", type=Path, required=True, help="search space file (tf-cluster docs tuning)")
     p.add_argument(
         "--out", type=Path, help="study folder: study.db, trial runs, best-values.yaml, plots (default tune/<study>)"
     )
