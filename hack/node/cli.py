@@ -30,7 +30,7 @@ from .config import (
 )
 from .control_plane import up_control_plane
 from .kubelet import node_ready, up_node
-from .nodes import EXTRA_NODES, by_name, down_extra_nodes, kill, partition, pids, up_extra_nodes
+from .nodes import EXTRA_NODES, by_name, down_extra_nodes, kill, partition, pids, up_extra_nodes, up_runtimes
 from .pki import ensure_pki, kubeconfig
 from .policy import clean_up as clean_up_policy_engine
 from .policy import up_policy_engine
@@ -67,14 +67,16 @@ def up(args) -> int:
     ensure_pki(ip)
     kubeconfig("admin", f"https://127.0.0.1:{API_PORT}").replace(KUBECONFIG)
     up_control_plane(ip)
+    # the other nodes run the trainer image only (the notebook's stays on the first node)
+    extra_images = [i for i in images if "notebook" not in i]
+    up_runtimes(images, extra_images)
     up_node(ip, images)
     if POLICY_ENGINE == "cilium":
         up_policy_engine()
     else:
         say(f"TF_CLUSTER_NODE_POLICY={POLICY_ENGINE}: no NetworkPolicy engine, policies are not enforced")
     up_addons()
-    # the other nodes run the trainer image only (the notebook's stays on the first node)
-    up_extra_nodes([i for i in images if "notebook" not in i])
+    up_extra_nodes(extra_images)
     up_argocd()
     wait_for(
         "the default ServiceAccount",

@@ -17,17 +17,16 @@ from .config import (
 )
 from .pki import kubeconfig, node_certs
 from .proc import api_get, ctr, say, start, wait_for
-from .runtime import containerd_config, ensure_network, ensure_pause_image, import_images
+from .runtime import Archives, containerd_config, ensure_network, ensure_pause_image, import_images
 
 
-def up_node(ip: str, images: list[str], node: Node = HOST_NODE) -> None:
-    """containerd, the kubelet and kube-proxy of `node` (this host's, or another node's in its
-    network namespace, node/nodes.py), at address `ip`."""
-    state, netns = node.state, None if node.host else node.netns
+def start_containerd(node: Node = HOST_NODE) -> None:
+    """The node's network (its CNI bridge) and containerd, with the pause image."""
     ensure_network(node)
     env = {}
     if not node.host and POLICY_ENGINE == "cilium":  # cilium-cni talks to this node's agent
         env["CILIUM_SOCK"] = str(node.state / "cilium" / "cilium.sock")
+    netns = None if node.host else node.netns
     start(node.proc("containerd"), ["containerd", "--config", containerd_config(node)], env=env, netns=netns)
     wait_for(
         f"containerd of {node.name}",
@@ -36,11 +35,24 @@ def up_node(ip: str, images: list[str], node: Node = HOST_NODE) -> None:
         node.proc("containerd"),
     )
     ensure_pause_image(node)
-    import_images([BASE_IMAGE] + images, node)
+
+
+def load_images(images: list[str], node: Node = HOST_NODE, archives: Archives | None = None) -> None:
+    """The base image and `images` in the running containerd of `node` (saved from podman's store
+    once per `up` when `archives` is shared between nodes), with the names the chart uses."""
+    import_images([BASE_IMAGE] + images, node, archives)
     for image in images:  # the chart's default repository is `tf-cluster-trainer` (docker.io/library on kind)
         short = "docker.io/library/" + image.split("/")[-1]
         ctr("images", "rm", short, check=False, sock=node.sock)
         ctr("images", "tag", image, short, sock=node.sock)
+
+
+def up_node(ip: str, images: list[str], node: Node = HOST_NODE) -> None:
+    """containerd, the kubelet and kube-proxy of `node` (this host's, or another node's in its
+    network namespace, node/nodes.py), at address `ip`. What `up_runtimes` did already is kept."""
+    state, netns = node.state, None if node.host else node.netns
+    start_containerd(node)
+    load_images(images, node)
     client, serving = ("kubelet", "kubelet-serving") if node.host else node_certs(node)
     kcfg = {
         "apiVersion": "kubelet.config.k8s.io/v1beta1",

@@ -45,15 +45,25 @@ def node_ip() -> str:
             return "127.0.0.1"
 
 
+def exited(pid: int) -> bool:
+    """Has `pid` exited? A zombie has: the harness' processes outlive the `up` that started them, so
+    their parent is PID 1, and this machine's PID 1 reaps orphans a second or two late."""
+    try:
+        os.kill(pid, 0)
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except (OSError, IndexError):
+        return True
+
+
 def pid_of(name: str) -> int | None:
     f = run / f"{name}.pid"
     try:
         pid = int(f.read_text())
-        os.kill(pid, 0)
+        if exited(pid):
+            return None
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-        if not cmdline:  # a zombie, or a process inside execve (seen under load: nsenter -> containerd)
-            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-            return None if state in ("Z", "X") else pid
+        if not cmdline:  # a process inside execve (seen under load: nsenter -> containerd)
+            return pid
         base = name.split("@")[0]  # `kubelet@tf-cluster-node-2`: a kubelet (config.Node.proc)
         return pid if base.encode() in cmdline or b"coredns" in cmdline else None
     except (OSError, ValueError):
@@ -94,11 +104,9 @@ def stop(name: str, timeout: float = 20) -> None:
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except OSError:
+        if exited(pid):
             break
-        time.sleep(0.2)
+        time.sleep(0.1)
     else:
         os.kill(pid, signal.SIGKILL)
     (run / f"{name}.pid").unlink(missing_ok=True)

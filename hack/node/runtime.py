@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -164,7 +166,32 @@ def ensure_pause_image(node: Node = HOST_NODE) -> None:
     tar.unlink()
 
 
-def import_images(images: list[str], node: Node = HOST_NODE) -> None:
+class Archives:
+    """Each image saved from podman's store once per `up`, for every node's containerd to import:
+    a `podman save` of the trainer image is ~2 GB written, and three nodes used to make one each."""
+
+    def __init__(self) -> None:
+        self.dir = STATE / "import"
+        self._lock = threading.Lock()
+        self._saved: dict[str, Path] = {}
+
+    def of(self, image: str, iid: str) -> Path:
+        with self._lock:  # one save per image: a node that asks while it is saved waits for it
+            if iid not in self._saved:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                tar = self.dir / f"{iid[:20]}.tar"
+                tar.unlink(missing_ok=True)
+                t = time.monotonic()
+                podman("save", "--format", "docker-archive", "-o", tar, image)
+                say(f"saved {image} from podman's store in {time.monotonic() - t:.0f}s")
+                self._saved[iid] = tar
+            return self._saved[iid]
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def import_images(images: list[str], node: Node = HOST_NODE, archives: Archives | None = None) -> None:
     """Copy images from podman's store into containerd's (what `kind load` does for kind).
     Tags of one image are imported once and tagged in containerd. A tag whose podman image
     changed since it was imported (a rebuild) is imported again."""
@@ -177,25 +204,28 @@ def import_images(images: list[str], node: Node = HOST_NODE) -> None:
         if p.returncode != 0:
             raise NodeError(f"image {image} is not in podman's store: build it first (make image)")
         by_id.setdefault(p.stdout.strip(), []).append(image)
-    for iid, tags in by_id.items():
-        current = [t for t in tags if t in have and imported.get(t) == iid]
-        missing = [t for t in tags if t not in current]
-        if not missing:
-            continue
-        if not current:
-            say(f"importing {missing[0]} into {node.name}'s containerd (what `kind load` does) ...")
-            t = time.monotonic()
-            tar = node.state / "import.tar"
-            tar.unlink(missing_ok=True)
-            podman("save", "--format", "docker-archive", "-o", tar, missing[0])
-            ctr("images", "import", tar, sock=node.sock)
-            tar.unlink()
-            say(f"imported {missing[0]} into {node.name} in {time.monotonic() - t:.0f}s")
-            current, missing = [missing[0]], missing[1:]
-        for tag in missing:
-            ctr("images", "rm", tag, check=False, sock=node.sock)
-            ctr("images", "tag", current[0], tag, sock=node.sock)
-        imported.update({t: iid for t in tags})
+    own = archives is None
+    archives = archives or Archives()
+    try:
+        for iid, tags in by_id.items():
+            current = [t for t in tags if t in have and imported.get(t) == iid]
+            missing = [t for t in tags if t not in current]
+            if not missing:
+                continue
+            if not current:
+                tar = archives.of(missing[0], iid)
+                say(f"importing {missing[0]} into {node.name}'s containerd (what `kind load` does) ...")
+                t = time.monotonic()
+                ctr("images", "import", tar, sock=node.sock)
+                say(f"imported {missing[0]} into {node.name} in {time.monotonic() - t:.0f}s")
+                current, missing = [missing[0]], missing[1:]
+            for tag in missing:
+                ctr("images", "rm", tag, check=False, sock=node.sock)
+                ctr("images", "tag", current[0], tag, sock=node.sock)
+            imported.update({t: iid for t in tags})
+    finally:
+        if own:
+            archives.remove()
     record.parent.mkdir(parents=True, exist_ok=True)
     record.write_text(json.dumps(imported, indent=1, sort_keys=True))
 
