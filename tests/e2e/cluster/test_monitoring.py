@@ -228,7 +228,9 @@ def watched(kube_cluster, tmp_path_factory):
     )
     t0 = time.monotonic()
     install(ns, "mw", EX / "mwms-cpu.yaml", sets=(*FAST, *epochs(24, 60)))  # outlasts Prometheus start
-    install(ns, "ps", EX / "parameter-server.yaml", sets=(*FAST, *epochs(16, 40)))
+    # as long as mw: a cold CI run saw none of a shorter run's tasks in 600 s (done before its
+    # first scrape, or never placed beside the other lane's releases: the failure now says which)
+    install(ns, "ps", EX / "parameter-server.yaml", sets=(*FAST, *epochs(24, 60)))
     install(ns, "hang", EX / "mwms-cpu.yaml", stall, sets=FAST)
     worker = wait_for_log(api, ns, "mw", "-worker-", "0", r"task worker:0")
     image = next(c.image for c in core(api).read_namespaced_pod(worker, ns).spec.containers if c.name == "tensorflow")
@@ -239,6 +241,16 @@ def watched(kube_cluster, tmp_path_factory):
     discovery.server.shutdown()
     core(api).delete_collection_namespaced_pod(ns, grace_period_seconds=0)
     core(api).delete_namespace(ns)
+
+
+def pod_states(api, ns: str) -> dict[str, str]:
+    """Each pod's phase and, when it is not Running, why (what a failed scrape check says)."""
+    out = {}
+    for pod in core(api).list_namespaced_pod(ns).items:
+        conditions = pod.status.conditions or []
+        why = [f"{c.type}={c.status} {c.reason or ''}".strip() for c in conditions if c.status != "True"]
+        out[pod.metadata.name] = pod.status.phase + (f" ({'; '.join(why)})" if why else "")
+    return out
 
 
 def core(api):
@@ -266,7 +278,7 @@ def test_prometheus_finds_every_task_of_both_strategies_with_epochs_rising_and_t
         ps_tasks = seen.get("ps", set())
         if expected["mw"] <= seen.get("mw", set()) and {"chief-0", "ps-0", "worker-0"} <= ps_tasks:
             break
-        assert time.monotonic() < deadline, f"not every task scraped: {seen}"
+        assert time.monotonic() < deadline, f"not every task scraped: {seen}; pods: {pod_states(api, ns)}"
         time.sleep(3)
     say(f"scraped tasks {time.monotonic() - t0:.0f}s after install: {dict((k, sorted(v)) for k, v in seen.items())}")
     # both releases train to completion; Prometheus keeps their series
