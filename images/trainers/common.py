@@ -5,10 +5,11 @@ CHECKPOINT_DIR, LOG_DIR) and prints machine-readable lines that
 `tf-cluster run-local` turns into its status table:
 
     TF_CLUSTER_PROGRESS {"epoch": 2, "epochs": 5, "loss": 0.31, "accuracy": 0.9}
-    TF_CLUSTER_EVENT {"event": "resumed", "epoch": 2}
+    TF_CLUSTER_EVENT {"event": "resumed", "epoch": 2, "step": 80}
     TF_CLUSTER_RESULT {"loss": ..., "accuracy": ..., "model_dir": ...}
 """
 
+import atexit
 import json
 import os
 import sys
@@ -109,20 +110,57 @@ def compile_model(keras, model, **kw):
     )
 
 
-def progress_callback(keras, epochs):
+def progress_callback(keras, epochs, steps=True):
+    """Epoch reports and the step count. `resumed` names the epoch and step a restarted task goes on
+    from; `stopped`, printed at exit when the program ends short of its last step (a preemption, a
+    lost peer), the last step it finished: a preemption's cost in steps is `stopped.step - the next
+    resumed.step` (tests/e2e/cluster/test_faults.py measures it). Put it first in `callbacks`, so that
+    a step is counted before a callback after it saves and exits there (BackupAndRestore's
+    preemption save). steps=False: epochs only (Keras refuses batch-level callbacks under
+    ParameterServerStrategy), `resumed` at an epoch's first step and no `stopped`."""
+
     class Progress(keras.callbacks.Callback):
-        first = True
+        epoch = 0
+        step = None  # global steps finished (epoch * steps per epoch + batches), once training began
+        finished = False
+
+        def on_train_begin(self, logs=None):
+            atexit.register(self.at_exit)
 
         def on_epoch_begin(self, epoch, logs=None):
-            if self.first and epoch > 0:
-                emit("EVENT", event="resumed", epoch=epoch)
-            self.first = False
+            self.epoch = int(epoch)
+            if self.step is None:  # the first epoch of this run: where BackupAndRestore put it
+                self.began(0)
+
+        def began(self, batch):
+            self.step = int(self.epoch * (self.params.get("steps") or 0) + batch)
+            if self.step > 0:
+                emit("EVENT", event="resumed", epoch=self.epoch, step=self.step)
 
         def on_epoch_end(self, epoch, logs=None):
             logs = {k: round(float(v), 4) for k, v in (logs or {}).items()}
             emit("PROGRESS", epoch=epoch + 1, epochs=epochs, **logs)
 
-    return Progress()
+        def on_train_end(self, logs=None):
+            self.finished = True
+
+        def at_exit(self):
+            if steps and not self.finished and self.step is not None:
+                emit("EVENT", event="stopped", epoch=self.epoch, step=self.step)
+
+    class StepProgress(Progress):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.epoch = int(epoch)  # the first step is known at the first batch (mid-epoch resume)
+
+        def on_train_batch_begin(self, batch, logs=None):
+            if self.step is None:
+                self.began(batch)
+
+        def on_train_batch_end(self, batch, logs=None):
+            # `batch` is the last batch of the call (steps_per_execution > 1 reports once per call)
+            self.step = int(self.epoch * (self.params.get("steps") or 0) + batch + 1)
+
+    return StepProgress() if steps else Progress()
 
 
 def fail(msg):

@@ -1,7 +1,8 @@
 """MultiWorkerMirrored Keras `fit` with BackupAndRestore; the chief exports the model.
 
-Run on every worker (and the chief, if any) of a multiWorkerMirrored release.
-A restarted task resumes from the last epoch in CHECKPOINT_DIR/backup.
+Run on every worker (and the chief, if any) of a multiWorkerMirrored release. A restarted task
+resumes from CHECKPOINT_DIR/backup: at the step a preemption stopped the run (TensorFlow's
+PreemptionCheckpointHandler, below), else at the last epoch's end (a crash, a lost node).
 """
 
 import os
@@ -17,6 +18,30 @@ strategy = tf.distribute.MultiWorkerMirroredStrategy()
 import tf_keras as keras  # noqa: E402  (TF_USE_LEGACY_KERAS: Keras 3 breaks fit under MWMS)
 
 
+def save_before_preemption() -> bool:
+    """Whether BackupAndRestore saves when a task is preempted: TensorFlow's PreemptionCheckpointHandler.
+    On SIGTERM to any task (an eviction, a drain, a spot reclaim; the launcher forwards it), every
+    task finishes the step in progress, all save at that same step, and all exit 42, TensorFlow's
+    restart code, which the chart's `job.restartExitCodes` retries without counting; the next run
+    goes on from that step. tf_keras turns the handler on only on Google Cloud
+    (tf_keras/src/distribute/distributed_file_utils.py, support_on_demand_checkpoint_callback asks
+    GCE's metadata server), although TensorFlow's handler serves any platform, SIGTERM being its
+    default notice and 42 its default exit (tensorflow/python/distribute/failure_handling/
+    failure_handling.py, TerminationConfig): this opens that gate. PREEMPTION_CHECKPOINT=0 keeps
+    tf_keras' default (epoch backups only)."""
+    if os.environ.get("PREEMPTION_CHECKPOINT", "1") == "0":
+        return False
+    try:
+        from tf_keras.src.distribute import worker_training_state
+    except ImportError as e:  # another tf_keras layout: epoch backups still work
+        print(f"warning: no preemption checkpoints with this tf_keras ({e}); resuming at epochs", flush=True)
+        return False
+    worker_training_state.support_on_demand_checkpoint_callback = lambda s: isinstance(
+        s, tf.distribute.MultiWorkerMirroredStrategy
+    )
+    return True
+
+
 def main():
     d = common.dirs()
     task_type, index, is_chief = common.task()
@@ -25,8 +50,12 @@ def main():
         model = common.build_model(keras)
         common.compile_model(keras, model)
     callbacks = [
-        keras.callbacks.BackupAndRestore(backup_dir=os.path.join(d["checkpoints"], "backup")),
+        # First: it counts each step before BackupAndRestore may save and exit there. Its batch hooks
+        # also make Keras call BackupAndRestore's, where the preemption save happens.
         common.progress_callback(keras, common.EPOCHS),
+        keras.callbacks.BackupAndRestore(
+            backup_dir=os.path.join(d["checkpoints"], "backup"), save_before_preemption=save_before_preemption()
+        ),
     ]
     if is_chief:
         callbacks.append(keras.callbacks.TensorBoard(log_dir=d["logs"], update_freq="epoch"))

@@ -25,11 +25,16 @@ def test_restart_fields_on_every_job(path):
         assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
         assert rules[-1]["action"] == "FailJob" and rules[-1]["onExitCodes"]["values"] == [2, 3, 4]
         coordinator = job["metadata"]["name"].startswith("tf-tf-cluster-chief-") and "parameter-server" in path.stem
-        assert (rules[1:-1] == [COORDINATOR_RESTART]) == coordinator, rules
+        assert rules[-2] == PREEMPTION_RESTART, rules  # job.restartExitCodes' default
+        assert (rules[1:-2] == [COORDINATOR_RESTART]) == coordinator, rules
         assert "ttlSecondsAfterFinished" not in spec  # unset by default: Argo CD self-heal would re-create
         assert "helm.sh/chart" not in spec["template"]["metadata"]["labels"]
 
 
+PREEMPTION_RESTART = {  # TensorFlow's PreemptionCheckpointHandler exits 42 after its save
+    "action": "Ignore",
+    "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [42]},
+}
 COORDINATOR_RESTART = {
     "action": "Ignore",
     "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [6]},
@@ -45,7 +50,7 @@ def test_the_coordinators_restart_for_a_lost_peer_spends_no_retry(fence):
         "strategy": "parameterServer",
         "nodeLoss": {"fence": fence},
         "roles": {"chief": {"replicas": 1}, "ps": {"replicas": 1}},
-        "jobPolicies": {"chief": {"nonRetryableExitCodes": list(range(1, 128))}},
+        "jobPolicies": {"chief": {"nonRetryableExitCodes": list(range(1, 128)), "restartExitCodes": []}},
     }
     jobs = {d["metadata"]["name"].split("-")[3]: d for d in render(values) if d["kind"] == "Job"}
     rules = jobs["chief"]["spec"]["podFailurePolicy"]["rules"]

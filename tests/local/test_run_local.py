@@ -113,6 +113,28 @@ def test_killing_a_mwms_worker_restarts_it_and_training_resumes_from_backup(tmp_
     assert task(c, "worker-0").result["chief"] is True
 
 
+def test_a_sigterm_mid_epoch_saves_every_worker_at_that_step_and_the_run_resumes_there(tmp_path):
+    """The example trainer's preemption checkpoint (TensorFlow's PreemptionCheckpointHandler): a
+    worker signalled mid-run makes both finish the step in progress, save at it and exit 42, which
+    job.restartExitCodes does not count; both resume at that step. test_faults.py evicts a worker on
+    the real cluster and compares it with the trainer's epoch backups alone."""
+    signalled = threading.Event()
+    values = {"env": [{"name": "EPOCHS", "value": "3"}, {"name": "STEPS_PER_EPOCH", "value": "200"}]}
+
+    def on_line(t, line):
+        if t.name == "worker-1" and t.progress.get("epoch") == 1 and not signalled.is_set():
+            signalled.set()
+            c.kill("worker", 1, signal.SIGTERM)
+
+    c = cluster(tmp_path, EX / "mwms-cpu.yaml", values, on_line=on_line)
+    assert run(c, 400), [(j.name, j.reason) for j in c.cluster.jobs]
+    for name in ("worker-0", "worker-1"):
+        t = task(c, name)
+        assert t.exit_codes == [42, 0] and t.failures == 0, (name, t.exit_codes, t.failures)
+        steps = {e["event"]: e for e in t.reported.events if e.get("event") in ("stopped", "resumed")}
+        assert steps["resumed"]["step"] == steps["stopped"]["step"] > 200, (name, t.reported.events)
+
+
 @pytest.mark.parametrize(
     "name",
     # storage-tensorboard also renders, validates and lints in every run, and Argo CD changes its TensorBoard

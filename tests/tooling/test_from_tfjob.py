@@ -173,7 +173,10 @@ def test_master_becomes_the_chief_and_exit_code_maps_to_non_retryable_codes():
     specs["Worker"]["restartPolicy"] = "ExitCode"
     conv = tfjob.convert(job, entrypoint=ENTRY)
     assert conv.values["roles"]["chief"] == {"replicas": 1}
-    assert conv.values["jobPolicies"]["worker"] == {"nonRetryableExitCodes": list(range(1, 128))}
+    assert conv.values["jobPolicies"]["worker"] == {
+        "nonRetryableExitCodes": list(range(1, 128)),
+        "restartExitCodes": [],
+    }
     assert "Master becomes the chief role" in notes(conv)
     assert tfjob.compare(conv.tfjob, render(conv.values, release=conv.name), "default") == []
 

@@ -79,6 +79,17 @@ def job_doc(
         rules.append(
             {"action": "Ignore", "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [6]}}
         )
+    if JOB_DEFAULTS["restartExitCodes"]:  # TensorFlow's PreemptionCheckpointHandler exits 42 after its save
+        rules.append(
+            {
+                "action": "Ignore",
+                "onExitCodes": {
+                    "containerName": "tensorflow",
+                    "operator": "In",
+                    "values": JOB_DEFAULTS["restartExitCodes"],
+                },
+            }
+        )
     if codes:
         rules.append(
             {"action": "FailJob", "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": codes}}
@@ -247,7 +258,7 @@ def test_launcher_peers_exit_4_after_the_peer_timeout_fails_the_job_at_once():
     sim.exit("worker", 1, 4)
     target = sim.of(Condition, "worker")[0]
     assert (target.type, target.reason) == (FAILURE_TARGET, POD_FAILURE_POLICY)
-    assert target.message == "index 1 exited 4, a non-retryable exit code (podFailurePolicy rule 1: FailJob)"
+    assert target.message == "index 1 exited 4, a non-retryable exit code (podFailurePolicy rule 2: FailJob)"
     assert sim.of(DeletePods, "worker") == [DeletePods("worker", (0,))]  # the other index is deleted
     assert sim.condition("worker") == (FAILED, POD_FAILURE_POLICY)  # once it is gone
     assert sim.replacements("worker") == [] and sim.index("worker", 1).failures == 0
@@ -321,6 +332,19 @@ def test_exit_codes_an_evicted_or_preempted_pod_is_retried_without_counting():
         sim.wait(60)
     assert (sim.index("worker").failures, sim.index("worker").ignored) == (0, 3)
     assert sim.release.jobs["worker"].failed == 0 and sim.condition("worker") is None
+
+
+def test_exit_codes_42_after_a_preemption_save_restarts_every_task_without_counting():
+    """A worker preempted: TensorFlow's PreemptionCheckpointHandler makes every MultiWorkerMirrored
+    task save at the same step and exit 42; `job.restartExitCodes` (default [42]) ignores it."""
+    assert JOB_DEFAULTS["restartExitCodes"] == [42]
+    sim = mwms(workers=2, chief=False, backoff_limit_per_index=0)
+    sim.evict("worker", 1, 42)  # the preempted one saves too, and exits 42 within its grace
+    sim.exit("worker", 0, 42)
+    sim.wait(60)
+    assert [d.action for d in sim.of(PodFailure)] == [IGNORE, IGNORE]
+    assert sim.release.jobs["worker"].failed == 0 and sim.condition("worker") is None
+    assert sorted(d.index for d in sim.replacements("worker")) == [0, 1]
 
 
 # ============================================================ lifecycle.md: Who stops when
@@ -549,10 +573,11 @@ def test_the_specs_are_read_from_the_charts_render():
     specs = {s.name.split("-")[-2]: s for s in map(JobSpec.from_manifest, docs)}
     chief = specs["chief"]
     assert (chief.completions, chief.backoff_limit_per_index, chief.max_failed_indexes) == (1, 2, 1)
-    assert [r.action for r in chief.pod_failure_policy] == [IGNORE, IGNORE, FAIL_JOB]
+    assert [r.action for r in chief.pod_failure_policy] == [IGNORE, IGNORE, IGNORE, FAIL_JOB]
     assert chief.pod_failure_policy[0].pod_conditions == {DISRUPTION_TARGET}
     assert chief.failure_action(6, frozenset()) == (IGNORE, 1)  # the coordinator's restart for a lost peer
-    assert chief.failure_action(42, frozenset()) == (FAIL_JOB, 2)
+    assert chief.failure_action(75, frozenset()) == (IGNORE, 2)  # the case's restartExitCodes [42, 75]
+    assert chief.failure_action(43, frozenset()) == (FAIL_JOB, 3)
     assert chief.container == "tensorflow" and chief.effective_backoff_limit == 2**31 - 1
     assert {n for n, s in specs.items() if s.stops_with_leader} == {"worker", "ps", "evaluator"}  # parameterServer
     assert {s.leader for s in specs.values()} == {chief.name}
@@ -566,7 +591,7 @@ def test_a_pod_failure_is_matched_by_the_first_rule_that_matches():
 
 def test_exit_code_rules_match_only_their_container_and_only_a_real_exit_code():
     doc = job_doc("worker")
-    doc["spec"]["podFailurePolicy"]["rules"][1]["onExitCodes"]["containerName"] = "sidecar"
+    doc["spec"]["podFailurePolicy"]["rules"][-1]["onExitCodes"]["containerName"] = "sidecar"
     spec = JobSpec.from_manifest(doc)
     assert spec.failure_action(2, frozenset()) == (COUNT, None)
     assert JobSpec.from_manifest(job_doc("worker")).failure_action(None, frozenset()) == (COUNT, None)

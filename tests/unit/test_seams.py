@@ -136,6 +136,9 @@ def test_a_task_reports_its_latest_progress_its_result_and_where_it_resumed():
     t = progress.TaskProgress.of_log(log)
     assert t.summary() == "epoch 3/3, loss 0.2500, accuracy 0.8750"
     assert t.resumed_at() == [1] and t.outcome() == "loss=0.25, accuracy=0.875 (resumed at epoch 1)"
+    # a run the trainer's preemption save stopped mid-epoch names the step it went on from
+    at_step = progress.TaskProgress.of_log(log.replace('"epoch": 1}', '"epoch": 1, "step": 47}'))
+    assert at_step.outcome() == "loss=0.25, accuracy=0.875 (resumed at epoch 1, step 47)"
     assert (
         progress.parse(log.splitlines()[-1]).describe()
         == "finished: loss 0.2500  accuracy 0.8750  model -> /ckpt/model"

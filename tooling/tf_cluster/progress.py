@@ -2,7 +2,7 @@
 that any runner (local processes, a cluster's pod logs) can show how far it got.
 
     TF_CLUSTER_PROGRESS {"epoch": 2, "epochs": 5, "loss": 0.31, "accuracy": 0.9}
-    TF_CLUSTER_EVENT {"event": "resumed", "epoch": 2}
+    TF_CLUSTER_EVENT {"event": "resumed", "epoch": 2, "step": 80}
     TF_CLUSTER_RESULT {"loss": ..., "accuracy": ..., "model_dir": ..., "chief": true}
     TF_CLUSTER_METRICS {"accuracy": "0.91", "global_step": "3", ...}
 
@@ -351,5 +351,8 @@ class TaskProgress:
         text = ", ".join(f"{k}={v}" for k, v in self.result.items() if k in METRICS) or self.summary()
         if self.files and not self.result and self.progress:  # what it printed, and what it reported in files
             text += " (files: " + self._files_summary() + ")"
-        resumed = self.resumed_at()
-        return text + (f" (resumed at epoch {resumed[-1]})" if resumed else "")
+        resumed = [e for e in self.events if e.get("event") == "resumed" and "epoch" in e]
+        if not resumed:
+            return text
+        step = f", step {resumed[-1]['step']}" if "step" in resumed[-1] else ""  # a save at a preemption
+        return text + f" (resumed at epoch {resumed[-1]['epoch']}{step})"

@@ -677,11 +677,15 @@ def restart_policies(v: dict, specs: dict[str, dict], run: dict, say) -> None:
                 + ("; Always: a task that exits 0 is done (a Job does not restart it)" if policy == "Always" else ""),
             )
         elif policy == "ExitCode":
-            policies[role] = {"nonRetryableExitCodes": PERMANENT_EXIT_CODES}
+            # 42 included, TensorFlow's restart code after a preemption save, which the chart restarts by
+            # default (job.restartExitCodes): the training operator fails the run on it
+            policies[role] = {"nonRetryableExitCodes": PERMANENT_EXIT_CODES, "restartExitCodes": []}
             say(
                 path,
                 f"ExitCode -> jobPolicies.{role}.nonRetryableExitCodes 1-127: exit codes 1-127 fail the run at "
-                "once, 128 and above (signals: OOM kill, preemption) are retried, as in the training operator",
+                "once, 128 and above (signals: OOM kill, preemption) are retried, as in the training operator; "
+                f"42 too (jobPolicies.{role}.restartExitCodes []), which tf-cluster otherwise restarts without "
+                "counting: TensorFlow's PreemptionCheckpointHandler exits 42 after saving",
             )
         else:
             raise ManifestError(f"{path}: {policy!r} is not one of Never, OnFailure, ExitCode, Always")

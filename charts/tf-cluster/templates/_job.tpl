@@ -78,6 +78,15 @@ podFailurePolicy:
         operator: In
         values: [6]
     {{- end }}
+    {{- with $policy.restartExitCodes }}
+    # Exit codes that ask for a restart (TensorFlow's PreemptionCheckpointHandler exits 42 after
+    # saving at a peer's preemption): the task is replaced without counting.
+    - action: Ignore
+      onExitCodes:
+        containerName: tensorflow
+        operator: In
+        values: {{ toJson . }}
+    {{- end }}
     {{- with $policy.nonRetryableExitCodes }}
     # Exit codes that mean "retrying will not help" fail the whole Job at once.
     - action: FailJob

@@ -47,6 +47,14 @@ Every message names the value and says what to do. _validate.tpl includes it.
 {{- if and (not (kindIs "invalid" $policy.maxFailedIndexes)) (gt (int $policy.maxFailedIndexes) $n) -}}
 {{- fail (printf "job.maxFailedIndexes=%d (or jobPolicies.%s.maxFailedIndexes) is above the %s Job's completions (%d tasks): Kubernetes refuses the Job. Set it to at most %d, or leave it empty" (int $policy.maxFailedIndexes) $role $role $n $n) -}}
 {{- end -}}
+{{- range $code := default list $policy.restartExitCodes -}}
+{{- if has $code (default list $policy.nonRetryableExitCodes) -}}
+{{- fail (printf "exit code %d is in both job.restartExitCodes and job.nonRetryableExitCodes (or jobPolicies.%s's): a code either restarts the task without counting or fails the Job at once. Remove it from one of them" (int $code) $role) -}}
+{{- end -}}
+{{- if has (int $code) (list 3 4 5 6) -}}
+{{- fail (printf "job.restartExitCodes (or jobPolicies.%s.restartExitCodes) has %d, one of the launcher's own exit codes (3: the leading Job failed, 4: peers never resolved, 5: a task that could never end, 6: the coordinator reconnects): restarting on it would loop or hide a failure. Remove it" $role (int $code)) -}}
+{{- end -}}
+{{- end -}}
 {{- if gt (int $v.launcher.stopGraceSeconds) (int $policy.terminationGracePeriodSeconds) -}}
 {{- fail (printf "launcher.stopGraceSeconds=%d is above the %s pods' terminationGracePeriodSeconds (%d, job or jobPolicies.%s): the kubelet kills the pod before the program's grace ends, so it never saves. Lower launcher.stopGraceSeconds or raise job.terminationGracePeriodSeconds" (int $v.launcher.stopGraceSeconds) $role (int $policy.terminationGracePeriodSeconds) $role) -}}
 {{- end -}}

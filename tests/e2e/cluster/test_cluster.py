@@ -281,8 +281,10 @@ def test_deleting_a_mwms_worker_restarts_it_and_training_resumes_from_the_checkp
     resumed = after.resumed_at()
     assert resumed and resumed[-1] >= 2, text[-3000:]
     assert after.progress["epoch"] == 15
-    assert (list(snap.jobs.values())[0].status.failed or 0) >= 1  # the deleted pod counted as a failure
-    say(f"worker 1 resumed at epoch {resumed[-1]} after its pod was deleted")
+    # deleted = SIGTERM: every worker saved at the step in progress and exited 42 (the trainer's
+    # preemption checkpoint), which job.restartExitCodes does not count
+    assert (list(snap.jobs.values())[0].status.failed or 0) == 0
+    say(f"worker 1 resumed at epoch {resumed[-1]} after its pod was deleted; no failure counted")
     gang = replacement[0].spec.scheduling_group  # on a node serving the gang API (docs/user-guide/gang-scheduling.md)
     if kube.serves_gang_api(api):
         from kubernetes import client

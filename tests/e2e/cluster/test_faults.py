@@ -274,10 +274,92 @@ def test_an_evicted_pod_is_replaced_without_using_the_backoff_budget(api, ns):
     assert (job_of(snap, "worker").status.failed or 0) == 0
     model_exported(api, ns, "ev")
     no_running_pods(api, ns)
+    # ParameterServer has no PreemptionCheckpointHandler (TensorFlow refuses it for this strategy,
+    # failure_handling.py); the coordinator reruns on another worker the call the evicted one had in
+    # flight (cluster_coordinator.py puts a closure whose worker failed back in its queue), so up
+    # to one call's steps (steps_per_execution=5 in the example) are done twice, none lost
+    (chief,) = tries(api, ns, "chief")
+    steps = reported(api, ns, chief.metadata.name).result["steps"]
+    twice = steps - 16 * 150
     say(
         f"evicted worker 1 ({marked.reason}); its replacement started {started:.0f}s later "
-        f"with annotations failure-count 0, ignored-failure-count 1; {budget(snap, 'worker')}"
+        f"with annotations failure-count 0, ignored-failure-count 1; {budget(snap, 'worker')}; "
+        f"the ps applied {steps} steps for 16 x 150: {twice} done twice"
     )
+    assert 0 <= twice <= 5, steps
+
+
+def step_events(api, ns, pods) -> list[dict]:
+    """The trainer's `stopped` and `resumed` events (each with its step) of these pods, in order."""
+    out = []
+    for pod in pods:
+        for line in log(api, ns, pod.metadata.name).splitlines():
+            msg = progress.parse(line)
+            if msg and msg.kind == "EVENT" and msg.data.get("event") in ("stopped", "resumed"):
+                out.append({"pod": pod.metadata.name, **msg.data})
+    return out
+
+
+def evict(api, ns, pod_name: str) -> None:
+    from kubernetes import client
+
+    client.CoreV1Api(api).create_namespaced_pod_eviction(
+        pod_name, ns, client.V1Eviction(metadata=client.V1ObjectMeta(name=pod_name, namespace=ns))
+    )
+    say(f"evicted {pod_name} through the Eviction API")
+
+
+# Epochs and steps per epoch of the preemption scenario, ~12 ms a step on this node (two 1-CPU
+# workers). With the save at the step: 3 epochs of ~18 s, the eviction 6 s into the second. With
+# epoch backups only, TensorFlow trains on through the launcher's 20 s grace before the kill (see
+# lifecycle.md, Signals): epochs of ~70 s, so that the kill too lands mid-epoch.
+PREEMPT_RUN = {"at-the-step": (3, 1500), "at-epochs": (2, 6000)}
+
+
+@pytest.mark.parametrize(
+    "saved", ["at-the-step", pytest.param("at-epochs", marks=pytest.mark.extended)], ids=["after", "before"]
+)
+def test_an_evicted_mwms_worker_costs_no_step(api, ns, saved):
+    """A MultiWorkerMirrored worker evicted mid-epoch (a drain, a spot reclaim). The example trainer
+    turns on TensorFlow's PreemptionCheckpointHandler: the SIGTERM the launcher forwards makes every
+    task finish the step in progress, save at that same step and exit 42, which `job.restartExitCodes`
+    retries without counting; the next run resumes at that step. "before" is the trainer with it
+    off (PREEMPTION_CHECKPOINT=0, BackupAndRestore's epoch backups only): it resumes at the last
+    epoch's end. The figure is the steps done twice: the chief's last step before the eviction's
+    restart minus the step it resumed at (docs/user-guide/lifecycle.md, "Preemption")."""
+    total, steps = PREEMPT_RUN[saved]
+    sets = epochs(total, steps)
+    if saved == "at-epochs":
+        sets += ("env[2].name=PREEMPTION_CHECKPOINT", "env[2].value=0")
+    install(ns, "pre", EX / "mwms-cpu.yaml", sets=sets)
+    wait_for_log(api, ns, "pre", "-worker-", "0", at_epoch(1))
+    time.sleep(6)  # a third of an epoch in
+    (victim,) = tries(api, ns, "worker", "1")
+    evict(api, ns, victim.metadata.name)
+    snap = wait(api, ns, "pre")
+    all_complete(snap, api, ns, "pre")
+    chief_tries = tries(api, ns, "worker", "0")
+    events = step_events(api, ns, chief_tries)
+    stops = [e for e in events if e["event"] == "stopped"]
+    resumes = [e for e in events if e["event"] == "resumed"]
+    assert len(chief_tries) == 2 and len(stops) == 1 and len(resumes) == 1, (
+        [(p.metadata.name, cluster_state.termination(p)) for p in chief_tries],
+        events,
+    )
+    lost = stops[0]["step"] - resumes[0]["step"]
+    codes = [cluster_state.exit_code(p) for p in chief_tries]
+    failed = job_of(snap, "worker").status.failed or 0
+    say(
+        f"{saved}: worker 1 evicted; the chief stopped at step {stops[0]['step']} (epoch {stops[0]['epoch'] + 1} "
+        f"of {total}, {steps} steps each), resumed at step {resumes[0]['step']}: {lost} step(s) done twice; "
+        f"the chief's exit codes {codes}; {failed} failure(s) counted"
+    )
+    model_exported(api, ns, "pre")
+    if saved == "at-the-step":
+        assert lost <= 1, events
+        assert codes[0] == 42 and failed == 0, (codes, failed)  # a restart, not a failure
+    else:
+        assert lost > 1, events  # the figure the handler saves: the steps since the last epoch's backup
 
 
 # ----------------------------------------------------------------- the control plane and the node agent
