@@ -51,6 +51,9 @@ Every message names the value and says what to do. _validate.tpl includes it.
 {{- if has $code (default list $policy.nonRetryableExitCodes) -}}
 {{- fail (printf "exit code %d is in both job.restartExitCodes and job.nonRetryableExitCodes (or jobPolicies.%s's): a code either restarts the task without counting or fails the Job at once. Remove it from one of them" (int $code) $role) -}}
 {{- end -}}
+{{- if ge (int $code) 128 -}}
+{{- fail (printf "job.restartExitCodes (or jobPolicies.%s.restartExitCodes) has %d: codes from 128 are a signal's (128+n: 137 a SIGKILL or the OOM killer, 143 the launcher's kill after launcher.stopGraceSeconds), not a program asking for a restart, and an eviction is already retried without counting. Use a code below 128 that your program exits with after saving (TensorFlow's is 42)" $role (int $code)) -}}
+{{- end -}}
 {{- if has (int $code) (list 3 4 5 6) -}}
 {{- fail (printf "job.restartExitCodes (or jobPolicies.%s.restartExitCodes) has %d, one of the launcher's own exit codes (3: the leading Job failed, 4: peers never resolved, 5: a task that could never end, 6: the coordinator reconnects): restarting on it would loop or hide a failure. Remove it" $role (int $code)) -}}
 {{- end -}}
