@@ -42,6 +42,20 @@ def save_before_preemption() -> bool:
     return True
 
 
+def same_backup_as_the_chief(backup_dir: str, index: int) -> None:
+    """With the preemption save on, each task restores at start from its own copy of the backup
+    (PreemptionCheckpointHandler reads its write directory: the chief's `chief/`, another worker's
+    `workertemp_<index>/`), and tf_keras deletes the other workers' copies after each epoch's backup.
+    A run restarted after a crash (not a preemption) then had the chief resume at its last epoch
+    and the others at the start: their collectives disagree ("Collective instance ... expected
+    type 1 and data_type 9") and every restart fails again. A worker takes the chief's backup as
+    its copy before training, so every task restores the same step."""
+    mine = os.path.join(backup_dir, f"workertemp_{index}")
+    shutil.rmtree(mine, ignore_errors=True)
+    if os.path.isdir(os.path.join(backup_dir, "chief")):
+        shutil.copytree(os.path.join(backup_dir, "chief"), mine)
+
+
 def main():
     d = common.dirs()
     task_type, index, is_chief = common.task()
@@ -49,13 +63,14 @@ def main():
     with strategy.scope():
         model = common.build_model(keras)
         common.compile_model(keras, model)
+    backup_dir, at_preemption = os.path.join(d["checkpoints"], "backup"), save_before_preemption()
+    if at_preemption and not is_chief:
+        same_backup_as_the_chief(backup_dir, index)
     callbacks = [
         # First: it counts each step before BackupAndRestore may save and exit there. Its batch hooks
         # also make Keras call BackupAndRestore's, where the preemption save happens.
         common.progress_callback(keras, common.EPOCHS),
-        keras.callbacks.BackupAndRestore(
-            backup_dir=os.path.join(d["checkpoints"], "backup"), save_before_preemption=save_before_preemption()
-        ),
+        keras.callbacks.BackupAndRestore(backup_dir=backup_dir, save_before_preemption=at_preemption),
     ]
     if is_chief:
         callbacks.append(keras.callbacks.TensorBoard(log_dir=d["logs"], update_freq="epoch"))
