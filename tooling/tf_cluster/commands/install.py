@@ -95,8 +95,8 @@ def run(args: argparse.Namespace) -> int:
     if args.wait == "none":
         return 0
     goal = "every Job finished" if args.wait == "complete" else "every task runs"
-    tell(f"waiting until {goal} (Ctrl-C stops waiting; the release stays)")
-    try:
+    try:  # the line is said inside: a signal right after it still ends in "stays installed"
+        tell(f"waiting until {goal} (Ctrl-C stops waiting; the release stays)")
         snap = kube.wait_for_jobs(
             api,
             namespace,
