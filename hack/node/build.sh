@@ -47,8 +47,10 @@ trap 'for d in ${cleanups[@]+"${cleanups[@]}"}; do rm -rf "$d"; done' EXIT
 # component leaves gigabytes there (CONTRIBUTING.md has the figure) that only a rebuild would use:
 # the binaries are cached apart, and a CI disk is small. Without it, Go's usual caches.
 if [ -n "${TF_CLUSTER_GO_SCRATCH:-}" ]; then
-  scratch=${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/go-scratch
-  mkdir -p "$scratch"
+  # one folder per build: a build stopped by a signal empties its own in its EXIT trap, which took
+  # minutes and removed the next build's downloads when the folder was shared
+  mkdir -p "${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster"
+  scratch=$(mktemp -d "${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/go-scratch.XXXXXX")
   export GOCACHE=$scratch/build GOMODCACHE=$scratch/mod
   # the module cache is read-only: go clean removes it (rm -rf fails on it)
   trap 'for d in ${cleanups[@]+"${cleanups[@]}"}; do rm -rf "$d"; done
