@@ -94,18 +94,25 @@ def test_killing_a_parameter_server_worker_mid_run_still_completes(tmp_path):
     assert task(c, "chief-0").exit_codes == [0]
 
 
-def test_killing_a_mwms_worker_restarts_it_and_training_resumes_from_backup(tmp_path):
-    killed = threading.Event()
-    values = {"env": [{"name": "EPOCHS", "value": "4"}, {"name": "STEPS_PER_EPOCH", "value": "40"}]}
+def mwms_with_worker_1_signalled(tmp_path: Path, sig: int, at_epoch: int, epochs: int, steps: int) -> LocalRunner:
+    """The MWMS example run to its end, worker 1 sent `sig` once (its whole process tree, as
+    LocalCluster.kill does) when it reports epoch `at_epoch`. Both workers share the backup volume,
+    as a pvc would in a cluster."""
+    signalled = threading.Event()
+    values = {"env": [{"name": "EPOCHS", "value": str(epochs)}, {"name": "STEPS_PER_EPOCH", "value": str(steps)}]}
 
     def on_line(t, line):
-        if t.name == "worker-1" and t.progress.get("epoch") == 2 and not killed.is_set():
-            killed.set()
-            c.kill("worker", 1, signal.SIGKILL)
+        if t.name == "worker-1" and t.progress.get("epoch") == at_epoch and not signalled.is_set():
+            signalled.set()
+            c.kill("worker", 1, sig)
 
     c = cluster(tmp_path, EX / "mwms-cpu.yaml", values, on_line=on_line)
-    # Both workers share the backup volume, as a pvc would in a cluster.
     assert run(c, 400), [(j.name, j.reason) for j in c.cluster.jobs]
+    return c
+
+
+def test_killing_a_mwms_worker_restarts_it_and_training_resumes_from_backup(tmp_path):
+    c = mwms_with_worker_1_signalled(tmp_path, signal.SIGKILL, at_epoch=2, epochs=4, steps=40)
     w1 = task(c, "worker-1")
     assert w1.exit_codes[0] == 137 and w1.failures >= 1
     resumed = w1.reported.resumed_at()
@@ -118,16 +125,7 @@ def test_a_sigterm_mid_epoch_saves_every_worker_at_that_step_and_the_run_resumes
     worker signalled mid-run makes both finish the step in progress, save at it and exit 42, which
     job.restartExitCodes does not count; both resume at that step. test_faults.py evicts a worker on
     the real cluster and compares it with the trainer's epoch backups alone."""
-    signalled = threading.Event()
-    values = {"env": [{"name": "EPOCHS", "value": "3"}, {"name": "STEPS_PER_EPOCH", "value": "200"}]}
-
-    def on_line(t, line):
-        if t.name == "worker-1" and t.progress.get("epoch") == 1 and not signalled.is_set():
-            signalled.set()
-            c.kill("worker", 1, signal.SIGTERM)
-
-    c = cluster(tmp_path, EX / "mwms-cpu.yaml", values, on_line=on_line)
-    assert run(c, 400), [(j.name, j.reason) for j in c.cluster.jobs]
+    c = mwms_with_worker_1_signalled(tmp_path, signal.SIGTERM, at_epoch=1, epochs=3, steps=200)
     for name in ("worker-0", "worker-1"):
         t = task(c, name)
         assert t.exit_codes == [42, 0] and t.failures == 0, (name, t.exit_codes, t.failures)

@@ -324,9 +324,13 @@ class TaskProgress:
             out["metrics"] = dict(sorted(numbers.items()))
         return out
 
+    def resumes(self) -> list[dict[str, Any]]:
+        """The `resumed` events (BackupAndRestore after a restart: its epoch, and step if known), in order."""
+        return [e for e in self.events if e.get("event") == "resumed" and "epoch" in e]
+
     def resumed_at(self) -> list[int]:
-        """Epochs this task resumed at (BackupAndRestore after a restart), in order."""
-        return [int(e["epoch"]) for e in self.events if e.get("event") == "resumed" and "epoch" in e]
+        """Epochs this task resumed at, in order."""
+        return [int(e["epoch"]) for e in self.resumes()]
 
     def summary(self) -> str:
         """Latest progress in a few words: `epoch 3/5, loss 0.4100, accuracy 0.8800` or `-`."""
@@ -351,7 +355,7 @@ class TaskProgress:
         text = ", ".join(f"{k}={v}" for k, v in self.result.items() if k in METRICS) or self.summary()
         if self.files and not self.result and self.progress:  # what it printed, and what it reported in files
             text += " (files: " + self._files_summary() + ")"
-        resumed = [e for e in self.events if e.get("event") == "resumed" and "epoch" in e]
+        resumed = self.resumes()
         if not resumed:
             return text
         step = f", step {resumed[-1]['step']}" if "step" in resumed[-1] else ""  # a save at a preemption

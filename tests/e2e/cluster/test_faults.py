@@ -238,12 +238,7 @@ def test_an_evicted_pod_is_replaced_without_using_the_backoff_budget(api, ns):
     wait_for_log(api, ns, "ev", "-chief-", "0", at_epoch(2))
     (victim,) = tries(api, ns, "worker", "1")
     t0 = time.time()
-    client.CoreV1Api(api).create_namespaced_pod_eviction(
-        victim.metadata.name,
-        ns,
-        client.V1Eviction(metadata=client.V1ObjectMeta(name=victim.metadata.name, namespace=ns)),
-    )
-    say(f"evicted {victim.metadata.name} through the Eviction API")
+    evict(api, ns, victim.metadata.name)
     marked = None  # the evicted pod's DisruptionTarget condition, read before the pod is gone
     deadline = time.monotonic() + 60
     while marked is None and time.monotonic() < deadline:
@@ -291,13 +286,12 @@ def test_an_evicted_pod_is_replaced_without_using_the_backoff_budget(api, ns):
 
 def step_events(api, ns, pods) -> list[dict]:
     """The trainer's `stopped` and `resumed` events (each with its step) of these pods, in order."""
-    out = []
-    for pod in pods:
-        for line in log(api, ns, pod.metadata.name).splitlines():
-            msg = progress.parse(line)
-            if msg and msg.kind == "EVENT" and msg.data.get("event") in ("stopped", "resumed"):
-                out.append({"pod": pod.metadata.name, **msg.data})
-    return out
+    return [
+        {"pod": pod.metadata.name, **e}
+        for pod in pods
+        for e in reported(api, ns, pod.metadata.name).events
+        if e.get("event") in ("stopped", "resumed")
+    ]
 
 
 def evict(api, ns, pod_name: str) -> None:
