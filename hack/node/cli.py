@@ -38,6 +38,7 @@ from .ports import guard as guard_ports
 from .ports import release as release_ports
 from .proc import NodeError, ctr, kubectl, node_ip, pid_of, say, sh, stop, wait_for
 from .runtime import ctr_images, trainer_images
+from .standin import ensure_index, ensure_standin, serve_index, standin_image
 
 
 def build(args) -> int:
@@ -60,6 +61,8 @@ def up(args) -> int:
     images = args.image or trainer_images()
     if not images:
         raise NodeError(f"no trainer image in podman's store ({TRAINER_REPO}): run `make image` first")
+    standin = ensure_standin()  # the chart's default image
+    images = [*images, standin]
     for d in (STATE, run, logs):
         d.mkdir(parents=True, exist_ok=True)
     guard_ports()
@@ -67,10 +70,12 @@ def up(args) -> int:
     ensure_pki(ip)
     kubeconfig("admin", f"https://127.0.0.1:{API_PORT}").replace(KUBECONFIG)
     up_control_plane(ip)
-    # the other nodes run the trainer image only (the notebook's stays on the first node)
-    extra_images = [i for i in images if "notebook" not in i]
+    # the other nodes run the chart's default image only (the scenarios that name the trainer or
+    # notebook image stay on the first node)
+    extra_images = [standin]
     up_runtimes(images, extra_images)
     up_node(ip, images)
+    serve_index()
     if POLICY_ENGINE == "cilium":
         up_policy_engine()
     else:
@@ -120,7 +125,14 @@ def status(args) -> int:
 def down(args) -> int:
     t0 = time.monotonic()
     down_extra_nodes(args.purge)
-    for name in ("argocd-application-controller", "argocd-repo-server", "registry", "git_http", "redis"):
+    for name in (
+        "argocd-application-controller",
+        "argocd-repo-server",
+        "registry",
+        "git_http",
+        "redis",
+        "package-index",
+    ):
         stop(name)
     stop("local-path-provisioner")
     stop("coredns")
@@ -185,7 +197,7 @@ def restart(args) -> int:
     if args.component == "kube-apiserver":
         up_control_plane(ip)
     else:
-        up_node(ip, trainer_images())
+        up_node(ip, [*trainer_images(), standin_image()])
     say(f"{args.component} back after {time.monotonic() - t0:.1f}s")
     return 0
 
@@ -201,7 +213,7 @@ def node_fault(args) -> int:
         if pids(node):
             kill(node)
         partition(node, cut=False)
-        up_extra_nodes([i for i in trainer_images() if "notebook" not in i], only=node)
+        up_extra_nodes([standin_image()], only=node)
     return 0
 
 
@@ -216,6 +228,10 @@ def main(argv=None) -> int:
     )
     u.set_defaults(func=up)
     sub.add_parser("build", help="build the node's binaries (cached; `up` does it too)").set_defaults(func=build)
+    sub.add_parser(
+        "standin",
+        help="build the stand-in of TensorFlow's official image and the pods' package index (`up` does it too)",
+    ).set_defaults(func=lambda a: print(ensure_standin(), ensure_index()) or 0)
     sub.add_parser("status").set_defaults(func=status)
     d = sub.add_parser("down")
     d.add_argument("--purge", action="store_true", help="also remove the images imported into containerd")

@@ -31,6 +31,7 @@ ETCD_PORT, ETCD_PEER, API_PORT = 12379, 12380, 6443
 REDIS_PORT, REPO_PORT, GIT_PORT = 16379, 18081, 19080  # Argo CD's (node/argocd.py)
 REPO_METRICS, CONTROLLER_METRICS = 18084, 18082  # also their readiness checks
 REGISTRY_PORT = 15000
+PACKAGES_PORT = 18090  # the pods' package index (node/standin.py), on the pod bridge's gateway
 DNS_HEALTH, DNS_READY = 18080, 18181  # CoreDNS's health and ready plugins (files/Corefile)
 FIXED_PORTS = {
     ETCD_PORT: "etcd",
@@ -52,6 +53,7 @@ FIXED_PORTS = {
     REDIS_PORT: "redis",
     GIT_PORT: "git_http",
     REGISTRY_PORT: "registry",
+    PACKAGES_PORT: "package-index",
     REPO_PORT: "argocd-repo-server",
     REPO_METRICS: "argocd-repo-server",
     CONTROLLER_METRICS: "argocd-application-controller",
@@ -67,6 +69,8 @@ CILIUM_DIR = Path(os.environ.get("CILIUM_DIR") or CACHE / f"cilium-{CILIUM_VERSI
 PAUSE_IMAGE = "localhost/tf-cluster/pause:1"
 BASE_IMAGE = os.environ.get("TF_CLUSTER_BASE_IMAGE", "localhost/tf-cluster-base:bookworm")
 TRAINER_REPO = "localhost/tf-cluster-trainer"
+# The chart's default image, TensorFlow's official one, as the harness builds it (node/standin.py).
+STANDIN_REPO = "docker.io/tensorflow/tensorflow"
 COMPONENTS = [
     "etcd",
     "kube-apiserver",
@@ -81,6 +85,7 @@ COMPONENTS = [
     "redis",
     "git_http",
     "registry",
+    "package-index",
     "argocd-repo-server",
     "argocd-application-controller",
 ]

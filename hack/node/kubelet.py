@@ -12,6 +12,7 @@ from .config import (
     GATEWAY,
     HOST_NODE,
     POLICY_ENGINE,
+    TRAINER_REPO,
     Node,
     pki,
 )
@@ -41,7 +42,9 @@ def load_images(images: list[str], node: Node = HOST_NODE, archives: Archives | 
     """The base image and `images` in the running containerd of `node` (saved from podman's store
     once per `up` when `archives` is shared between nodes), with the names the chart uses."""
     import_images([BASE_IMAGE] + images, node, archives)
-    for image in images:  # the chart's default repository is `tf-cluster-trainer` (docker.io/library on kind)
+    for image in images:  # `tf-cluster-trainer:<tag>` in values means docker.io/library's (as on kind)
+        if not image.startswith(TRAINER_REPO):
+            continue
         short = "docker.io/library/" + image.split("/")[-1]
         ctr("images", "rm", short, check=False, sock=node.sock)
         ctr("images", "tag", image, short, sock=node.sock)

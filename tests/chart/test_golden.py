@@ -46,7 +46,8 @@ def test_render_is_byte_identical_to_its_golden_files(name, helm_major):
 def test_the_launcher_configmap_carries_the_charts_files_verbatim(name, helm_major):
     """The goldens name the launcher's files instead of holding them (update.py, elide_launcher):
     the ConfigMap holds exactly launcher.py, every module of tf_cluster_launcher/ (and, with the
-    notebook, tf_cluster_notebook.py), byte for byte, and the pods' launcher volume maps each key."""
+    notebook, tf_cluster_notebook.py) and every example trainer, byte for byte, and the pods'
+    launcher and trainers volumes map each key."""
     import yaml
     from update import launcher_file
 
@@ -57,7 +58,8 @@ def test_the_launcher_configmap_carries_the_charts_files_verbatim(name, helm_maj
     want = {"launcher.py", *(f"tf_cluster_launcher.{p.name}" for p in package)}
     if name == "notebook-coordinator":
         want.add("tf_cluster_notebook.py")
-    assert set(cm["data"]) == want
+    trainers = {f"trainers.{p.name}" for p in (files / "files" / "trainers").glob("*.py")}
+    assert set(cm["data"]) == want | trainers
     for key, text in cm["data"].items():
         assert text == (files / launcher_file(key)).read_text(), f"{key} differs from {launcher_file(key)}"
     pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Job"]
@@ -66,3 +68,6 @@ def test_the_launcher_configmap_carries_the_charts_files_verbatim(name, helm_maj
     for v in volumes:
         items = {i["key"]: i["path"] for i in v["configMap"]["items"]}
         assert items == {k: launcher_file(k).removeprefix("files/") for k in want}
+    for v in [v for pod in pods for v in pod["volumes"] if v["name"] == "trainers"]:
+        items = {i["key"]: i["path"] for i in v["configMap"]["items"]}
+        assert items == {k: launcher_file(k).removeprefix("files/trainers/") for k in trainers}

@@ -159,7 +159,10 @@ def test_a_single_task_mounts_no_token_and_gets_no_role():
     )
     assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]
     assert {token_holders(d) for d in docs if d["kind"] == "Job"} == {False}
-    assert not [c for d in docs if d["kind"] == "Job" for c in d["spec"]["template"]["spec"].get("initContainers", [])]
+    # no agent: the one init container is `packages`, which holds no token either
+    inits = [c for d in docs if d["kind"] == "Job" for c in d["spec"]["template"]["spec"].get("initContainers", [])]
+    assert [c["name"] for c in inits] == ["packages"]
+    assert all("/var/run/secrets/kubernetes.io/serviceaccount" not in str(c["volumeMounts"]) for c in inits)
 
 
 def test_the_fence_adds_patch_pod_status_only():

@@ -130,7 +130,8 @@ def test_existing_secret_is_read_not_written_and_not_rendered():
     assert not by_kind(docs, "Secret")
     (rule, _beat) = named(docs, "Role", "-notebook")["rules"]
     assert rule["resourceNames"] == ["team-jupyter"] and rule["verbs"] == ["get"]
-    (prepare,) = named(docs, "Deployment", "-notebook")["spec"]["template"]["spec"]["initContainers"]
+    (packages, prepare) = named(docs, "Deployment", "-notebook")["spec"]["template"]["spec"]["initContainers"]
+    assert (packages["name"], prepare["name"]) == ("packages", "prepare")
     env = env_of(prepare)
     assert (env["TF_CLUSTER_TOKEN_SECRET"], env["TF_CLUSTER_TOKEN_KEY"], env["TF_CLUSTER_TOKEN_CREATE"]) == (
         "team-jupyter",

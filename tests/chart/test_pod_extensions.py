@@ -23,7 +23,8 @@ def test_sidecars_run_first_as_native_sidecars_then_the_init_containers(helm_maj
     spec = pod_spec(render(CASE, helm_major=helm_major), "worker")
     inits = spec["initContainers"]
     # the chart's tf-cluster-agent first (it holds the token: docs/user-guide/security.md), then the role's
-    assert [c["name"] for c in inits] == ["tf-cluster-agent", "ship-logs", "fetch-data"]
+    # sidecars, the chart's packages (after a proxy sidecar pip may need), the role's init containers
+    assert [c["name"] for c in inits] == ["tf-cluster-agent", "ship-logs", "packages", "fetch-data"]
     assert inits[1]["restartPolicy"] == "Always" and "restartPolicy" not in inits[2]
     # no securityContext given: the training container's, so the pod stays Pod Security `restricted`
     training = next(c for c in spec["containers"] if c["name"] == "tensorflow")
@@ -52,13 +53,14 @@ def test_a_roles_own_list_replaces_the_defaults_and_its_own_security_context_is_
     values = {**CASE, "roles": {**CASE["roles"], "worker": {"replicas": 2, "sidecars": [own]}}}
     docs = render(values, helm_major=helm_major)
     worker, chief = pod_spec(docs, "worker"), pod_spec(docs, "chief")
-    assert [c["name"] for c in worker["initContainers"]] == ["tf-cluster-agent", "proxy", "fetch-data"]
+    assert [c["name"] for c in worker["initContainers"]] == ["tf-cluster-agent", "proxy", "packages", "fetch-data"]
     assert worker["initContainers"][1]["securityContext"] == {"runAsUser": 2000}
-    assert [c["name"] for c in chief["initContainers"]] == ["tf-cluster-agent", "ship-logs", "fetch-data"]
+    assert [c["name"] for c in chief["initContainers"]] == ["tf-cluster-agent", "ship-logs", "packages", "fetch-data"]
 
 
-def test_without_extensions_the_pod_has_only_the_charts_agent(helm_major):
+def test_without_extensions_the_pod_has_only_the_charts_agent_and_packages(helm_major):
     spec = pod_spec(render({}, helm_major=helm_major), "worker")
-    assert [c["name"] for c in spec["initContainers"]] == ["tf-cluster-agent"]
-    chart = {"tmp", "launcher", "data", "checkpoints", "logs", "code", "dshm", "tf-cluster-agent", "tf-cluster-token"}
+    assert [c["name"] for c in spec["initContainers"]] == ["tf-cluster-agent", "packages"]
+    chart = {"tmp", "launcher", "trainers", "packages", "data", "checkpoints", "logs", "code", "dshm"}
+    chart |= {"tf-cluster-agent", "tf-cluster-token"}
     assert {v["name"] for v in spec["volumes"]} <= chart

@@ -687,5 +687,5 @@ def test_a_tfjobs_volumes_init_containers_and_sidecars_are_carried_over_and_rend
     assert "volumes[code]: a configMap volume -> extraVolumes as tfjob-code" in said, said
     (worker,) = [d for d in render(conv.values) if d["kind"] == "Job"]
     spec = worker["spec"]["template"]["spec"]
-    assert [c["name"] for c in spec["initContainers"]] == ["tf-cluster-agent", "shipper", "proxy", "fetch"]
+    assert [c["name"] for c in spec["initContainers"]] == ["tf-cluster-agent", "shipper", "proxy", "packages", "fetch"]
     assert {v["name"] for v in spec["volumes"]} >= {"checkpoints", "creds", "tfjob-code"}

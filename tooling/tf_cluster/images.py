@@ -2,8 +2,8 @@
 
 The context for variant V is build/images/V/: the rendered Dockerfile, the pip
 requirements for that variant, the project's pins as constraints, the chart's
-launcher and images/trainers/. Its tag carries a hash of all of it, so an
-unchanged context keeps its tag and any change gets a new one.
+launcher and example trainers (charts/tf-cluster/files/). Its tag carries a hash of
+all of it, so an unchanged context keeps its tag and any change gets a new one.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def assemble(
     (out / "constraints.txt").write_text(constraints())
     shutil.copy2(CHART / "files" / "launcher.py", out / "launcher.py")
     shutil.copytree(CHART / "files" / "tf_cluster_launcher", out / "tf_cluster_launcher", ignore=CACHES)
-    for f in sorted((IMAGES / "trainers").glob("*.py")):
+    for f in sorted((CHART / "files" / "trainers").glob("*.py")):
         shutil.copy2(f, out / "trainers" / f.name)
     return Context(variant, out, digest(out), repository, flavor)
 

@@ -10,7 +10,7 @@ One JSON object per line after the marker. METRICS lines are printed by the char
 launcher, not the program: each new report in the program's cloudml-hypertune metrics
 file, so a pod's log carries it (they fill `TaskProgress.files`, never the program's own
 progress). The chart's trainers print them
-(images/trainers/common.py `emit`); any program may. A line that starts with a
+(charts/tf-cluster/files/trainers/common.py `emit`); any program may. A line that starts with a
 marker but carries no JSON object is not a message (it is shown as plain output).
 
 A program that does not speak the protocol still reports progress: Keras' own

@@ -43,6 +43,7 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- $env = append $env (dict "name" "TF_CONFIG" "value" (include "tf-cluster.tfConfig" $r)) -}}
 {{- end -}}
 {{- $env = concat $env (include "tf-cluster.storageEnv" $ctx | fromJsonArray) -}}
+{{- $env = concat $env (include "tf-cluster.packagesEnv" $ctx | fromJsonArray) -}}
 {{- if $v.threads.fromCpuLimit -}}
 {{- /* TF_NUM_INTEROP_THREADS is set by the launcher to max(2, intra-op): 1 deadlocks ParameterServer fit (measured, TF 2.21). */ -}}
 {{- $res := include "tf-cluster.containerResources" (dict "role" .spec "context" $ctx) | fromJson -}}

@@ -70,7 +70,7 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/*
 A container's `image` and `imagePullPolicy`: `image` with an override's keys on top
-(a role's `image`, `tensorboard.image`); the tag defaults to `<appVersion>-cpu`.
+(a role's `image`, `tensorboard.image`); the tag defaults to `<appVersion>` (the official image's).
 Usage: include "tf-cluster.image" (dict "context" $ "override" $role.image)
 */}}
 {{- define "tf-cluster.image" -}}
@@ -81,7 +81,7 @@ Usage: include "tf-cluster.image" (dict "context" $ "override" $role.image)
 {{- if $image.digest }}
 image: "{{ $image.repository }}@{{ $image.digest }}"
 {{- else }}
-image: "{{ $image.repository }}:{{ default (printf "%s-cpu" .context.Chart.AppVersion) $image.tag }}"
+image: "{{ $image.repository }}:{{ default .context.Chart.AppVersion $image.tag }}"
 {{- end }}
 imagePullPolicy: {{ $image.pullPolicy }}
 {{- end -}}

@@ -3,11 +3,18 @@ The notebook's settings (templates/notebook.yaml): its image, root directory and
 */}}
 
 {{/* The notebook image override, as JSON: notebook.image over the training image, whose tag gets
-     "-notebook" (what `tf-cluster build --notebook` tags) unless notebook.image sets one. */}}
+     "-notebook" (what `tf-cluster build --notebook` tags) unless notebook.image sets one. With the
+     default training image (TensorFlow's official one, which has no JupyterLab): what
+     `tf-cluster build --notebook` makes, tf-cluster-trainer:<appVersion>-cpu-notebook. */}}
 {{- define "tf-cluster.notebookImage" -}}
 {{- $image := deepCopy (default dict .Values.notebook.image) -}}
+{{- if and (not $image.repository) (eq .Values.image.repository "docker.io/tensorflow/tensorflow") -}}
+{{- $_ := set $image "repository" "tf-cluster-trainer" -}}
 {{- if and (not $image.tag) (not $image.digest) -}}
-{{- $_ := set $image "tag" (printf "%s-notebook" (default (printf "%s-cpu" .Chart.AppVersion) .Values.image.tag)) -}}
+{{- $_ := set $image "tag" (printf "%s-cpu-notebook" .Chart.AppVersion) -}}
+{{- end -}}
+{{- else if and (not $image.tag) (not $image.digest) -}}
+{{- $_ := set $image "tag" (printf "%s-notebook" (default .Chart.AppVersion .Values.image.tag)) -}}
 {{- end -}}
 {{- toJson $image -}}
 {{- end -}}
@@ -41,7 +48,7 @@ The notebook's settings (templates/notebook.yaml): its image, root directory and
   (dict "name" "TF_CLUSTER_NOTEBOOK_ROOT" "value" (include "tf-cluster.notebookRoot" .))
   (dict "name" "TF_CLUSTER_TOKEN_FILE" "value" "/tmp/.tf-cluster/jupyter-token")
   (dict "name" "JUPYTER_TOKEN_FILE" "value" "/tmp/.tf-cluster/jupyter-token")
-  (dict "name" "PYTHONPATH" "value" "/opt/tf-cluster/launcher")
+  (dict "name" "PYTHONPATH" "value" (ternary "/opt/tf-cluster/launcher:/opt/tf-cluster/packages" "/opt/tf-cluster/launcher" (not (not .Values.packages.enabled))))
   (dict "name" "TF_USE_LEGACY_KERAS" "value" "1")
   (dict "name" "PYTHONUNBUFFERED" "value" "1")
   (dict "name" "HOME" "value" "/tmp")

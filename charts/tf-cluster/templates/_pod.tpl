@@ -169,7 +169,8 @@ spec:
 
 {{/* A role's init containers, as a JSON list: its sidecars first, as Kubernetes native sidecars
      (`restartPolicy: Always`: started before the rest, stopped once the training container ends),
-     then its init containers, in the order given. One without a securityContext gets the training
+     then the chart's `packages` (_packages.tpl), then its init containers, in the order given.
+     One without a securityContext gets the training
      container's (`securityContext`), so the pod stays within Pod Security `restricted`.
      Usage: include "tf-cluster.initContainers" (dict "context" $ "role" $role) */}}
 {{- define "tf-cluster.initContainers" -}}
@@ -180,6 +181,8 @@ spec:
 {{- if not (hasKey $c "securityContext") -}}{{- $_ := set $c "securityContext" $secure -}}{{- end -}}
 {{- $out = append $out $c -}}
 {{- end -}}
+{{- /* after the role's sidecars (a network proxy pip may need), before its init containers */ -}}
+{{- $out = concat $out (include "tf-cluster.packagesContainer" (dict "context" .context "image" .role.image "for" "training") | fromYamlArray) -}}
 {{- range $c := default list .role.initContainers -}}
 {{- $c = deepCopy $c -}}
 {{- if not (hasKey $c "securityContext") -}}{{- $_ := set $c "securityContext" $secure -}}{{- end -}}

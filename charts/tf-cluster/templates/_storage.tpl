@@ -1,6 +1,7 @@
 {{/*
 Shared storage: the `data`, `checkpoints` and `logs` volumes (storage.<volume>.type:
-emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code.
+emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher, the example trainers, the
+packages the pod adds to its image (_packages.tpl) and the code.
 */}}
 
 {{/* The storage volumes, in mount order. */}}
@@ -24,6 +25,10 @@ emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code
 - name: launcher
   mountPath: /opt/tf-cluster/launcher
   readOnly: true
+- name: trainers
+  mountPath: /opt/tf-cluster/trainers
+  readOnly: true
+{{- include "tf-cluster.packagesMount" . }}
 {{- range $vol := splitList " " (include "tf-cluster.storageVolumes" .) }}
 {{- $cfg := index $.Values.storage $vol }}
 {{- if ne $cfg.type "none" }}
@@ -57,6 +62,15 @@ emptyDir, pvc, existingClaim or none), the pod's /tmp, the launcher and the code
   {{- end }}
 - name: launcher
   {{- include "tf-cluster.launcherVolume" . | nindent 2 }}
+- name: trainers
+  configMap:
+    name: {{ $fullname }}-launcher
+    items:
+      {{- range $path, $_ := .Files.Glob "files/trainers/*.py" }}
+      - key: trainers.{{ base $path }}
+        path: {{ base $path }}
+      {{- end }}
+{{- include "tf-cluster.packagesVolume" . }}
 {{- range $vol := splitList " " (include "tf-cluster.storageVolumes" .) }}
 {{- $cfg := index $.Values.storage $vol }}
 {{- if eq $cfg.type "emptyDir" }}

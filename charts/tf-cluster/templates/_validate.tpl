@@ -18,6 +18,13 @@ and nothing renders on failure (Helm renders every template before it prints any
 {{- if eq (int (include "tf-cluster.trainingTaskCount" .)) 0 -}}
 {{- fail "roles: no training task (roles.chief, roles.worker and roles.ps all have replicas 0); set roles.worker.replicas (or roles.chief.replicas) to at least 1" -}}
 {{- end -}}
+{{- range $group := list "training" "tensorboard" -}}
+{{- range $module, $_ := (index $v.packages $group) -}}
+{{- if not (regexMatch "^[A-Za-z_][A-Za-z0-9_]*([.][A-Za-z_][A-Za-z0-9_]*)*$" $module) -}}
+{{- fail (printf "packages.%s: key %q is not a Python module name. Each key is the module the image is checked for (e.g. tf_keras), its value the pip requirement that provides it (e.g. tf-keras==2.21.0)" $group $module) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- $leader := include "tf-cluster.leaderRole" . -}}
 {{- if eq (int (include "tf-cluster.replicas" (dict "context" . "role" $leader))) 0 -}}
 {{- fail "roles: no chief and no worker; the run ends when the leading Job (the chief's, else the workers') ends. Set roles.worker.replicas (or roles.chief.replicas) to at least 1" -}}

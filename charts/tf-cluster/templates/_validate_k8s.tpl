@@ -96,11 +96,11 @@ Usage: include "tf-cluster.checkPodExtensions" (dict "context" $ "role" "worker"
 {{- $role := .role -}}
 {{- $spec := .spec -}}
 {{- $where := printf "roles.%s (or roleDefaults)" $role -}}
-{{- $chartVolumes := list "tmp" "launcher" "data" "checkpoints" "logs" "code" "dshm" "tf-cluster-agent" "tf-cluster-token" -}}
+{{- $chartVolumes := list "tmp" "launcher" "trainers" "packages" "data" "checkpoints" "logs" "code" "dshm" "tf-cluster-agent" "tf-cluster-token" -}}
 {{- $volumes := $chartVolumes -}}
 {{- range $vol := default list $spec.extraVolumes -}}
 {{- if has $vol.name $volumes -}}
-{{- fail (printf "%s.extraVolumes: a volume named %q is already in the pod%s; give it another name" $where $vol.name (ternary " (one of the chart's own: tmp, launcher, data, checkpoints, logs, code, dshm, tf-cluster-agent, tf-cluster-token)" "" (has $vol.name $chartVolumes))) -}}
+{{- fail (printf "%s.extraVolumes: a volume named %q is already in the pod%s; give it another name" $where $vol.name (ternary " (one of the chart's own: tmp, launcher, trainers, packages, data, checkpoints, logs, code, dshm, tf-cluster-agent, tf-cluster-token)" "" (has $vol.name $chartVolumes))) -}}
 {{- end -}}
 {{- $volumes = append $volumes $vol.name -}}
 {{- end -}}
@@ -109,11 +109,11 @@ Usage: include "tf-cluster.checkPodExtensions" (dict "context" $ "role" "worker"
 {{- fail (printf "%s.extraVolumeMounts: mount of %q at %q names no volume of the pod; add it to extraVolumes (or mount one of the chart's)" $where $m.name $m.mountPath) -}}
 {{- end -}}
 {{- end -}}
-{{- $containers := list "tensorflow" "tf-cluster-agent" -}}
+{{- $containers := list "tensorflow" "tf-cluster-agent" "packages" -}}
 {{- range $kind := list "sidecars" "initContainers" -}}
 {{- range $c := default list (get $spec $kind) -}}
 {{- if has $c.name $containers -}}
-{{- fail (printf "%s.%s: a container named %q is already in the pod%s; give it another name" $where $kind $c.name (get (dict "tensorflow" " (the training container)" "tf-cluster-agent" " (the chart's agent, which holds the token)") $c.name)) -}}
+{{- fail (printf "%s.%s: a container named %q is already in the pod%s; give it another name" $where $kind $c.name (get (dict "tensorflow" " (the training container)" "tf-cluster-agent" " (the chart's agent, which holds the token)" "packages" " (the chart's, which adds what the image lacks)") $c.name)) -}}
 {{- end -}}
 {{- $containers = append $containers $c.name -}}
 {{- if and (eq $kind "sidecars") $c.restartPolicy (ne $c.restartPolicy "Always") -}}
@@ -124,7 +124,7 @@ Usage: include "tf-cluster.checkPodExtensions" (dict "context" $ "role" "worker"
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- $mounts := list (dict "path" "/tmp" "value" "the chart's /tmp" "ro" false) (dict "path" "/opt/tf-cluster/launcher" "value" "the chart's launcher" "ro" true) (dict "path" "/opt/tf-cluster/agent" "value" "the chart's agent files" "ro" true) -}}
+{{- $mounts := list (dict "path" "/tmp" "value" "the chart's /tmp" "ro" false) (dict "path" "/opt/tf-cluster/launcher" "value" "the chart's launcher" "ro" true) (dict "path" "/opt/tf-cluster/trainers" "value" "the chart's example trainers" "ro" true) (dict "path" "/opt/tf-cluster/packages" "value" "the chart's packages" "ro" true) (dict "path" "/opt/tf-cluster/agent" "value" "the chart's agent files" "ro" true) -}}
 {{- range $vol := splitList " " (include "tf-cluster.storageVolumes" .context) -}}
 {{- $cfg := index $v.storage $vol -}}
 {{- if ne $cfg.type "none" -}}

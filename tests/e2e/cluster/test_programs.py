@@ -23,7 +23,7 @@ from tf_cluster import ROOT, images
 
 PROGRAMS = ROOT / "tests" / "local" / "programs" / "third_party"
 TFJOBS = ROOT / "tests" / "tfjob" / "upstream"
-OUR_IMAGE = ["--set", "image.repository=tf-cluster-trainer", "--set", "image.tag="]
+OUR_IMAGE = ["--set", "image.repository=tf-cluster-trainer", "--set", f"image.tag={images.tf_version()}-cpu"]
 PS = ["--set", "strategy=parameterServer", "--set", "roles.chief.replicas=1"]
 PS += ["--set", "roles.worker.replicas=2", "--set", "roles.ps.replicas=1"]
 

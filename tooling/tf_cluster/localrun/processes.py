@@ -32,14 +32,18 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import CHART, IMAGES, progress, requirements
+from .. import CHART, progress, requirements
 from ..errors import UsageError
 from ..manifests import Pod
 from ..progress import TaskProgress
 
 TRAINER_IMAGE = "tf-cluster-trainer"
-IMAGE_PATHS = {  # what the trainer image holds -> where this package (or checkout) has it
-    "/opt/tf-cluster/trainers": IMAGES / "trainers",
+# The images run-local stands in for: what `tf-cluster build` makes, and TensorFlow's official image
+# (the chart's default, completed at start by its `packages` init container; the [local] extra
+# gives this machine the same packages).
+STANDS_IN_FOR = (TRAINER_IMAGE, "tensorflow/tensorflow")
+IMAGE_PATHS = {  # what the chart mounts (and the trainer image holds) -> where this package has it
+    "/opt/tf-cluster/trainers": CHART / "files" / "trainers",
 }
 LAUNCHER_MOUNT = "/opt/tf-cluster/launcher"
 SANDBOX = Path(__file__).with_name("sandbox.py")
@@ -155,10 +159,10 @@ def check_runnable(pods: Iterable[Pod], allow_images: tuple[str, ...], ignore_gp
     for p in pods:
         image = p.container.get("image", "")
         repo = image.rsplit(":", 1)[0]
-        if not repo.endswith(TRAINER_IMAGE) and repo not in allow_images:
+        if not repo.endswith(STANDS_IN_FOR) and repo not in allow_images:
             raise UsageError(
-                f"roles.{p.role} uses image {image!r}: run-local stands in only for the "
-                f"tf-cluster trainer image (its code is images/trainers in this checkout). "
+                f"roles.{p.role} uses image {image!r}: run-local stands in only for TensorFlow's "
+                f"official image and the tf-cluster trainer image (`tf-cluster build`). "
                 f"Pass --allow-image {repo} to run that role's command with this machine's "
                 f"Python anyway."
             )
@@ -255,6 +259,8 @@ class TaskMaker:
         for m in pod.container.get("volumeMounts", []):
             vol = volumes.get(m["name"], {})
             readonly, private = bool(m.get("readOnly")), False
+            if m["mountPath"] in IMAGE_PATHS:  # the chart's trainers: this package's copy, mounted above
+                continue
             if m["mountPath"] == LAUNCHER_MOUNT:
                 local, readonly = CHART / "files", True
             elif "persistentVolumeClaim" in vol:

@@ -1,10 +1,12 @@
 """The launcher's command line: a task (`-- <command> [args...]`), the agent (`--agent`, the
-pod's tf-cluster-agent sidecar), or `--check` (`helm test`: the run's state, checked once)."""
+pod's tf-cluster-agent sidecar), `--check` (`helm test`: the run's state, checked once), or
+`--packages` (the `packages` init container: what the image lacks, packages.py)."""
 
 from __future__ import annotations
 
 import urllib.error
 
+from . import packages
 from .agent import Agent
 from .common import ABANDONED, ConfigError, env
 from .leader import leader_condition, leader_name
@@ -43,6 +45,8 @@ def main(args: list[str]) -> int:
         return Agent().run()
     if args[:1] == ["--check"]:
         return check()
+    if args[:1] == ["--packages"]:
+        return packages.main(args[1:])
     if args[:1] == ["--"]:
         args = args[1:]
     return run(args)

@@ -1,0 +1,104 @@
+"""The first install runs anywhere: with no values and with every example, each pod pulls a
+fully-qualified image from a public registry (TensorFlow's official one by default), the example
+trainers ship in the chart, and the `packages` init container adds what that image lacks."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from rendering import EXAMPLES, render
+from tf_cluster import CHART, ROOT, helm
+
+OFFICIAL = "docker.io/tensorflow/tensorflow"
+# registry host / path : tag, the registries anyone can pull from without an account
+PUBLIC = re.compile(r"^(docker\.io|quay\.io|ghcr\.io|registry\.k8s\.io|nvcr\.io)/[a-z0-9._/-]+:[A-Za-z0-9._-]+$")
+# The notebook's JupyterLab image is the one image a user builds (TensorFlow's official image has no
+# JupyterLab): `tf-cluster build --notebook`, pushed, named in notebook.image.
+NOTEBOOK_IMAGE = "tf-cluster-trainer:2.21.0-cpu-notebook"
+TUNE = ROOT / "values-examples" / "tune" / "values.yaml"
+
+
+def pods(docs):
+    """(object kind/name, container kind, container) for every container of every pod template."""
+    for d in docs:
+        spec = d.get("spec") or {}
+        pod = (spec.get("template") or {}).get("spec") if d["kind"] in ("Job", "Deployment") else spec
+        if d["kind"] not in ("Job", "Deployment", "Pod") or not pod:
+            continue
+        for kind in ("initContainers", "containers"):
+            for c in pod.get(kind) or []:
+                yield f"{d['kind']}/{d['metadata']['name']}", c
+
+
+@pytest.mark.parametrize("example", [None, *EXAMPLES, TUNE], ids=lambda p: p.stem if p else "no-values")
+def test_every_pod_pulls_a_public_fully_qualified_image(example):
+    docs = helm.parse(helm.template([example] if example else []))
+    seen = set()
+    for where, c in pods(docs):
+        image = c["image"]
+        if where.startswith("Deployment/") and where.endswith("-notebook"):
+            assert image == NOTEBOOK_IMAGE, (where, c["name"], image)
+            continue
+        assert PUBLIC.match(image), f"{where} container {c['name']} pulls {image!r}, which no public registry serves"
+        seen.add(image)
+    assert seen, "no container rendered"
+    gpu = example is not None and example.stem == "mwms-gpu"
+    assert seen == {f"{OFFICIAL}:2.21.0{'-gpu' if gpu else ''}"}, seen
+
+
+def test_the_default_release_ships_its_trainers_and_adds_tf_keras_and_tensorboard_at_start():
+    docs = helm.parse(helm.template([]))
+    config = next(d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-launcher"))
+    shipped = sorted(p.name for p in (CHART / "files" / "trainers").glob("*.py"))
+    assert sorted(k.removeprefix("trainers.") for k in config["data"] if k.startswith("trainers.")) == shipped
+    for k in shipped:
+        assert config["data"][f"trainers.{k}"] == (CHART / "files" / "trainers" / k).read_text().rstrip("\n") + "\n"
+    job = next(d for d in docs if d["kind"] == "Job")
+    pod = job["spec"]["template"]["spec"]
+    (packages,) = [c for c in pod["initContainers"] if c["name"] == "packages"]
+    assert packages["command"][-3:] == [
+        "/opt/tf-cluster/packages",
+        "tensorboard=tensorboard==2.21.0",
+        "tf_keras=tf-keras==2.21.0",
+    ]
+    (main,) = pod["containers"]
+    assert main["command"][-1] == "/opt/tf-cluster/trainers/mwms_fit.py"
+    mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
+    assert mounts["/opt/tf-cluster/trainers"]["readOnly"] and mounts["/opt/tf-cluster/packages"]["readOnly"]
+    assert {"name": "PYTHONPATH", "value": "/opt/tf-cluster/packages"} in main["env"]
+    # the init container runs as the training container does: non-root, read-only root
+    assert packages["securityContext"] == main["securityContext"]
+    assert packages["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_packages_follow_the_values():
+    """A mirror through pipEnv, an extra package, and `enabled: false` for an image that has them."""
+    values = {
+        "packages": {
+            "pipEnv": [{"name": "PIP_INDEX_URL", "value": "https://pypi.example.com/simple"}],
+            "training": {"hypertune": "cloudml-hypertune==0.1.0.dev6"},
+        },
+        "tensorboard": {"enabled": True},
+    }
+    docs = render(values)
+    job = next(d for d in docs if d["kind"] == "Job")
+    (packages,) = [c for c in job["spec"]["template"]["spec"]["initContainers"] if c["name"] == "packages"]
+    assert packages["command"][-3:] == [
+        "hypertune=cloudml-hypertune==0.1.0.dev6",
+        "tensorboard=tensorboard==2.21.0",
+        "tf_keras=tf-keras==2.21.0",
+    ]
+    assert {"name": "PIP_INDEX_URL", "value": "https://pypi.example.com/simple"} in packages["env"]
+    board = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
+    (init,) = board["initContainers"]
+    assert "tensorboard=tensorboard==2.21.0" in init["command"] and board["containers"][0]["command"] == [
+        "python3",
+        "-m",
+        "tensorboard.main",
+    ]
+    off = render({"packages": {"enabled": False}, "tensorboard": {"enabled": True}})
+    text = yaml.safe_dump_all(off)
+    assert "/opt/tf-cluster/packages" not in text and "name: packages" not in text
