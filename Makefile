@@ -71,14 +71,14 @@ e2e-down:  ## stop the nodes, remove its pods and state (built binaries and impo
 e2e-status:  ## are the e2e nodes up, and what runs on it
 	$(NODE) status
 
-e2e-images: setup  ## the image builder (Debian's podman/buildah), then the trainer and notebook images and the stand-in
+e2e-images: setup  ## the image builder (Debian's podman/buildah), then the trainer image and the stand-ins of the official ones
 	@$(TIME) image-builder -- bash images/base/install-builder.sh
-	@$(MAKE) --no-print-directory notebook-image standin-image
+	@$(MAKE) --no-print-directory standin-image
 
-e2e: setup  ## build the trainer and notebook images and the node's binaries side by side, bring the node (+ Argo CD) up or reuse it, run the cluster and Argo CD scenarios, take it down unless KEEP=1
+e2e: setup  ## build the trainer image, the stand-ins of the official images and the node's binaries side by side, bring the node (+ Argo CD) up or reuse it, run the cluster and Argo CD scenarios, take it down unless KEEP=1
 	@$(TIME) image-builder -- bash images/base/install-builder.sh  # its apt-get first: the node's build installs Debian packages too
 	@# the image build waits mostly on downloads, the node's Go builds on the CPU: both at once
-	@$(TIME) node-build -- $(NODE) build & b=$$!; $(TIME) images -- $(MAKE) --no-print-directory notebook-image standin-image; i=$$?; wait $$b; n=$$?; \
+	@$(TIME) node-build -- $(NODE) build & b=$$!; $(TIME) images -- $(MAKE) --no-print-directory standin-image; i=$$?; wait $$b; n=$$?; \
 	  [ $$i = 0 ] || exit $$i; [ $$n = 0 ] || exit $$n
 	$(TIME) node-up -- $(NODE) up && TF_CLUSTER_E2E_KUBECONFIG=$$($(NODE) env | cut -d= -f2) \
 	  $(TIME) pytest -- $(PY) tests/e2e/lanes.py --lanes $(E2E_LANES) -m "$(MARK)" $(PYTEST_ARGS); \
@@ -87,7 +87,7 @@ e2e: setup  ## build the trainer and notebook images and the node's binaries sid
 N ?= 3
 e2e-soak: setup  ## the e2e suite N times (N=3) on one cluster, brought up once: each scenario's pass rate and time spread, into docs/development/e2e-soak.md; the node is taken down unless KEEP=1
 	@bash images/base/install-builder.sh
-	@$(NODE) build & b=$$!; $(MAKE) --no-print-directory notebook-image standin-image; i=$$?; wait $$b; n=$$?; \
+	@$(NODE) build & b=$$!; $(MAKE) --no-print-directory standin-image; i=$$?; wait $$b; n=$$?; \
 	  [ $$i = 0 ] || exit $$i; [ $$n = 0 ] || exit $$n
 	$(NODE) up && $(PY) tests/soak.py --runs $(N) --kubeconfig $$($(NODE) env | cut -d= -f2) --lanes $(E2E_LANES) --mark "$(or $(MARK),not extended)"; \
 	  rc=$$?; if [ -z "$(KEEP)" ]; then $(NODE) down; fi; exit $$rc
@@ -106,10 +106,10 @@ RUNS ?= 1
 kind-smoke: image  ## `tf-cluster smoke --kind` from no cluster to a deleted one, via kind's podman provider (root; RUNS=3)
 	RUNS=$(RUNS) K8S_VERSION=$(NODE_K8S_VERSION) bash hack/kind/smoke.sh
 
-standin-image: image  ## the node's stand-in for the chart's default image, TensorFlow's official one (no registry here), and the pods' package index
+standin-image: image  ## the node's stand-ins for the chart's default images, TensorFlow's official one and its -jupyter (no registry here), and the pods' package index
 	$(NODE) standin
 
-notebook-image: image  ## the notebook image: the CPU trainer + JupyterLab + the example notebooks (images/notebooks/)
+notebook-image: image  ## the notebook image: the CPU trainer + JupyterLab + the example notebooks (charts/tf-cluster/files/notebooks/)
 	$(VENV)/bin/tf-cluster build --variant cpu --notebook --base $(BASE)
 
 test-image: image  ## run the example in containers from the built image

@@ -4,7 +4,7 @@
 #
 # What the e2e node needs is built while `make test` runs: its components (Go builds, CPU-bound;
 # hack/node/build.sh, which waits for a second build into the same directory and lets one
-# apt-get run at a time) start at once, the trainer and notebook images (downloads mostly) once
+# apt-get run at a time) start at once, the trainer image and the stand-ins of the official ones (downloads mostly) once
 # the virtualenv is there. `make test` runs its kube-apiserver suite on the node's Kubernetes:
 # one Kubernetes build for both (`make check-all` runs the suite on the oldest supported too).
 #   tooling/check.sh NODE_K8S_VERSION [MARK]

@@ -20,7 +20,8 @@ on the first node (nodes.py says what makes them separate nodes).
 The package, one module a concern: config (paths, addresses, images, config.Node), proc
 (commands, long-lived processes, waits), pki, control_plane, runtime (containerd, CNI,
 images), kubelet, nodes (the other nodes and their faults), policy (the NetworkPolicy
-engine), addons (CoreDNS, storage), cli (the verbs); config files in files/. Beside the node, sim: a
+engine), addons (CoreDNS, storage), standin (the chart's default image and the pods' package
+index), cli (the verbs); config files in files/. Beside the node, sim: a
 simulated cluster of hundreds of kwok nodes on the same control-plane binaries, for scale.
 
 The parts, as Kubernetes' own node e2e runs them: etcd (Debian), kube-apiserver,
@@ -32,7 +33,11 @@ CoreDNS built from its Go module (a host process serving cluster.local on the
 pod bridge's gateway, which is the kubelet's clusterDNS), and Rancher's
 local-path-provisioner (the default StorageClass `standard`, as on kind).
 Images: a pause image and the trainer/base images from podman, imported into
-containerd. Binaries are built by build.sh into ~/.cache/tf-cluster (cached).
+containerd, and stand-ins for the chart's default images, TensorFlow's official
+docker.io/tensorflow/tensorflow:<tf> and its -jupyter, built here from their recipes
+under their names (no registry serves images here; `up` says so), whose pip.conf points
+at the package index the harness serves on the pod bridge's gateway (the chart's
+`packages` pins). Binaries are built by build.sh into ~/.cache/tf-cluster (cached).
 
 Must run as root (kubelet, containerd, iptables). cgroup v1 hosts are
 supported: the kubelet runs with `failCgroupV1: false` and the cgroupfs driver.

@@ -38,7 +38,7 @@ from .ports import guard as guard_ports
 from .ports import release as release_ports
 from .proc import NodeError, ctr, kubectl, node_ip, pid_of, say, sh, stop, wait_for
 from .runtime import ctr_images, trainer_images
-from .standin import ensure_index, ensure_standin, serve_index, standin_image
+from .standin import ensure_index, ensure_jupyter_standin, ensure_standin, jupyter_image, serve_index, standin_image
 
 
 def build(args) -> int:
@@ -61,8 +61,8 @@ def up(args) -> int:
     images = args.image or trainer_images()
     if not images:
         raise NodeError(f"no trainer image in podman's store ({TRAINER_REPO}): run `make image` first")
-    standin = ensure_standin()  # the chart's default image
-    images = [*images, standin]
+    standin = ensure_standin()  # the chart's default image, and its notebook's
+    images = [*images, standin, ensure_jupyter_standin()]
     for d in (STATE, run, logs):
         d.mkdir(parents=True, exist_ok=True)
     guard_ports()
@@ -197,7 +197,7 @@ def restart(args) -> int:
     if args.component == "kube-apiserver":
         up_control_plane(ip)
     else:
-        up_node(ip, [*trainer_images(), standin_image()])
+        up_node(ip, [*trainer_images(), standin_image(), jupyter_image()])
     say(f"{args.component} back after {time.monotonic() - t0:.1f}s")
     return 0
 
@@ -231,7 +231,7 @@ def main(argv=None) -> int:
     sub.add_parser(
         "standin",
         help="build the stand-in of TensorFlow's official image and the pods' package index (`up` does it too)",
-    ).set_defaults(func=lambda a: print(ensure_standin(), ensure_index()) or 0)
+    ).set_defaults(func=lambda a: print(ensure_standin(), ensure_jupyter_standin(), ensure_index()) or 0)
     sub.add_parser("status").set_defaults(func=status)
     d = sub.add_parser("down")
     d.add_argument("--purge", action="store_true", help="also remove the images imported into containerd")

@@ -1,9 +1,9 @@
 """The chart's default image on the node: a stand-in for TensorFlow's official image (no registry
 serves images here), and the package index its pods install the chart's `packages` from.
 
-The stand-in is built from the official recipe under the official name,
-docker.io/tensorflow/tensorflow:<tf> (files/tensorflow-standin.Containerfile says how it differs),
-and `up` says so in its log. The index is this machine's pip's wheels of every requirement the
+The stand-ins are built from the official recipes under the official names,
+docker.io/tensorflow/tensorflow:<tf> and its `-jupyter` variant (the notebook's; the files/*standin.Containerfile
+say how they differ), and `up` says so in its log. The index is this machine's pip's wheels of every requirement the
 chart's values and the examples name under `packages`, served on the pod bridge's gateway (the
 stand-in's /etc/pip.conf points there): a pod's `packages` init container reaches it as it would
 PyPI or a mirror.
@@ -78,29 +78,48 @@ def ca_bundle() -> Path:
     return default_ca_bundle() or Path("/etc/ssl/certs/ca-certificates.crt")
 
 
-def recipe_hash() -> str:
-    h = hashlib.sha256(CONTAINERFILE.read_bytes() + PIP_CONF.encode() + BASE_IMAGE.encode() + tf_version().encode())
-    return h.hexdigest()[:16]
+JUPYTER_CONTAINERFILE = HERE / "files" / "tensorflow-jupyter-standin.Containerfile"
+JUPYTER_REQUIREMENTS = ROOT / "images" / "notebooks" / "requirements.txt"
 
 
-def ensure_standin() -> str:
-    """The stand-in in podman's store (built when its recipe changed): its name."""
-    image, want = standin_image(), recipe_hash()
+def jupyter_image() -> str:
+    return f"{STANDIN_REPO}:{tf_version()}-jupyter"
+
+
+def build(image: str, containerfile: Path, base: str, files: dict[str, str], args: dict[str, str]) -> str:
+    """`image` in podman's store, built from `containerfile` on `base` with `files` in its context
+    (again only when any of it changed: a label holds their hash)."""
+    parts = [containerfile.read_text(), base, *sorted(f"{k}\0{v}" for k, v in {**files, **args}.items())]
+    want = hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
     have = podman("image", "inspect", "--format", '{{index .Labels "tf-cluster.recipe"}}', image, check=False)
     if have.returncode == 0 and have.stdout.strip() == want:
         say(f"{image}: the harness's stand-in for TensorFlow's official image (built from its recipe)")
         return image
-    say(f"building {image}, a stand-in for TensorFlow's official image (no registry here): {CONTAINERFILE.name}")
+    say(f"building {image}, a stand-in for TensorFlow's official image (no registry here): {containerfile.name}")
     with tempfile.TemporaryDirectory(prefix="standin-") as ctx:
-        (Path(ctx) / "pip.conf").write_text(PIP_CONF)
+        for name, text in files.items():
+            (Path(ctx) / name).write_text(text)
         argv = ["build", "--layers", "--network", "host", "--secret", f"id=pipca,src={ca_bundle()}"]
-        argv += ["--build-arg", f"BASE={BASE_IMAGE}", "--build-arg", f"TF_VERSION={tf_version()}"]
-        argv += ["--label", f"tf-cluster.recipe={want}", "-t", image, "-f", CONTAINERFILE, ctx]
+        argv += ["--build-arg", f"BASE={base}"]
+        for k, v in args.items():
+            argv += ["--build-arg", f"{k}={v}"]
+        argv += ["--label", f"tf-cluster.recipe={want}", "-t", image, "-f", containerfile, ctx]
         p = podman(*argv, check=False)
         if p.returncode != 0:
             raise NodeError(f"building the stand-in {image} failed:\n{(p.stdout + p.stderr)[-3000:]}")
     say(f"built {image}")
     return image
+
+
+def ensure_standin() -> str:
+    """The stand-in in podman's store (built when its recipe changed): its name."""
+    return build(standin_image(), CONTAINERFILE, BASE_IMAGE, {"pip.conf": PIP_CONF}, {"TF_VERSION": tf_version()})
+
+
+def ensure_jupyter_standin() -> str:
+    """The stand-in of the official `-jupyter` image, on the stand-in (ensure_standin first)."""
+    files = {"requirements.txt": JUPYTER_REQUIREMENTS.read_text()}
+    return build(jupyter_image(), JUPYTER_CONTAINERFILE, standin_image(), files, {})
 
 
 def serve_index() -> None:

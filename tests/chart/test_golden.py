@@ -46,8 +46,8 @@ def test_render_is_byte_identical_to_its_golden_files(name, helm_major):
 def test_the_launcher_configmap_carries_the_charts_files_verbatim(name, helm_major):
     """The goldens name the launcher's files instead of holding them (update.py, elide_launcher):
     the ConfigMap holds exactly launcher.py, every module of tf_cluster_launcher/ (and, with the
-    notebook, tf_cluster_notebook.py) and every example trainer, byte for byte, and the pods'
-    launcher and trainers volumes map each key."""
+    notebook, tf_cluster_notebook.py and the example notebooks) and every example trainer, byte for
+    byte, and the pods' launcher and trainers volumes map each key."""
     import yaml
     from update import launcher_file
 
@@ -59,7 +59,8 @@ def test_the_launcher_configmap_carries_the_charts_files_verbatim(name, helm_maj
     if name == "notebook-coordinator":
         want.add("tf_cluster_notebook.py")
     trainers = {f"trainers.{p.name}" for p in (files / "files" / "trainers").glob("*.py")}
-    assert set(cm["data"]) == want | trainers
+    notebooks = {f"notebooks.{p.name}" for p in (files / "files" / "notebooks").glob("*.ipynb")}
+    assert set(cm["data"]) == want | trainers | (notebooks if name == "notebook-coordinator" else set())
     for key, text in cm["data"].items():
         assert text == (files / launcher_file(key)).read_text(), f"{key} differs from {launcher_file(key)}"
     pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Job"]

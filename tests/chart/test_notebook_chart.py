@@ -13,7 +13,7 @@ import yaml
 from rendering import EXAMPLES, render, render_text
 from tf_cluster import ROOT, helm, images
 
-TF = images.tf_version()  # the chart's appVersion: the default tag is <appVersion>-cpu
+TF = images.tf_version()  # the chart's appVersion: the default tag is <appVersion>
 
 NOTEBOOK = next(p for p in EXAMPLES if p.stem == "notebook-coordinator")
 LAUNCHER = ROOT / "charts" / "tf-cluster" / "files"
@@ -197,10 +197,10 @@ def test_the_gang_counts_job_pods_only():
     assert group["spec"]["schedulingPolicy"]["gang"]["minCount"] == 3  # 2 workers + 1 ps; the kernel is no Job's pod
 
 
-def test_image_defaults_to_the_notebook_build_and_follows_the_training_image():
+def test_image_defaults_to_the_official_jupyter_image_and_follows_the_training_image():
     docs = render(values())
     (nb,) = named(docs, "Deployment", "-notebook")["spec"]["template"]["spec"]["containers"]
-    assert nb["image"] == f"tf-cluster-trainer:{TF}-cpu-notebook"
+    assert nb["image"] == f"docker.io/tensorflow/tensorflow:{TF}-jupyter"
     docs = render({**values(), "image": {"repository": "registry.example.com/tf", "tag": f"{TF}-cpu-r1"}})
     (nb,) = named(docs, "Deployment", "-notebook")["spec"]["template"]["spec"]["containers"]
     assert nb["image"] == f"registry.example.com/tf:{TF}-cpu-r1-notebook"
@@ -260,3 +260,21 @@ def test_user_env_keeps_its_order_and_notebook_env_wins_as_a_roles_env_does():
     names = [e["name"] for e in nb["env"]]
     assert names[-3:] == ["A", "HOME", "B"]  # top-level in order (B moved to notebook.env's), then notebook.env
     assert env_of(nb)["B"] == "nb" and env_of(nb)["HOME"] == "/work" and names.count("HOME") == 1
+
+
+def test_prepare_answers_jupyterlabs_news_question_once_and_keeps_the_users_answer(tmp_path, monkeypatch):
+    """No "Would you like to get notified about official Jupyter news?" for each new user (pods often
+    have no internet); a setting the user made is kept."""
+    import sys
+
+    sys.path.insert(0, str(LAUNCHER))
+    import tf_cluster_notebook
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("JUPYTERLAB_SETTINGS_DIR", raising=False)
+    tf_cluster_notebook.quiet_jupyterlab()
+    path = tmp_path / ".jupyter/lab/user-settings/@jupyterlab/apputils-extension/notification.jupyterlab-settings"
+    assert json.loads(path.read_text()) == {"fetchNews": "false", "checkForUpdates": False}
+    path.write_text('{"fetchNews": "true"}')
+    tf_cluster_notebook.quiet_jupyterlab()
+    assert json.loads(path.read_text()) == {"fetchNews": "true"}

@@ -15,9 +15,6 @@ from tf_cluster import CHART, ROOT, helm
 OFFICIAL = "docker.io/tensorflow/tensorflow"
 # registry host / path : tag, the registries anyone can pull from without an account
 PUBLIC = re.compile(r"^(docker\.io|quay\.io|ghcr\.io|registry\.k8s\.io|nvcr\.io)/[a-z0-9._/-]+:[A-Za-z0-9._-]+$")
-# The notebook's JupyterLab image is the one image a user builds (TensorFlow's official image has no
-# JupyterLab): `tf-cluster build --notebook`, pushed, named in notebook.image.
-NOTEBOOK_IMAGE = "tf-cluster-trainer:2.21.0-cpu-notebook"
 TUNE = ROOT / "values-examples" / "tune" / "values.yaml"
 
 
@@ -39,14 +36,14 @@ def test_every_pod_pulls_a_public_fully_qualified_image(example):
     seen = set()
     for where, c in pods(docs):
         image = c["image"]
-        if where.startswith("Deployment/") and where.endswith("-notebook"):
-            assert image == NOTEBOOK_IMAGE, (where, c["name"], image)
-            continue
         assert PUBLIC.match(image), f"{where} container {c['name']} pulls {image!r}, which no public registry serves"
         seen.add(image)
     assert seen, "no container rendered"
-    gpu = example is not None and example.stem == "mwms-gpu"
-    assert seen == {f"{OFFICIAL}:2.21.0{'-gpu' if gpu else ''}"}, seen
+    variant = {"mwms-gpu": "-gpu"}.get(example.stem if example else "", "")
+    want = {f"{OFFICIAL}:2.21.0{variant}"}
+    if example and example.stem == "notebook-coordinator":  # JupyterLab: the official -jupyter image
+        want.add(f"{OFFICIAL}:2.21.0-jupyter")
+    assert seen == want, seen
 
 
 def test_the_default_release_ships_its_trainers_and_adds_tf_keras_and_tensorboard_at_start():
@@ -102,3 +99,17 @@ def test_packages_follow_the_values():
     off = render({"packages": {"enabled": False}, "tensorboard": {"enabled": True}})
     text = yaml.safe_dump_all(off)
     assert "/opt/tf-cluster/packages" not in text and "name: packages" not in text
+
+
+def test_the_official_images_read_only_root_is_not_the_working_directory():
+    """TensorFlow's official image works in `/`, read-only under the chart's security context: a
+    program that writes `./logs` (as the Kubeflow examples do) works in the pod's /tmp; another
+    image keeps its own WORKDIR unless `workingDir` says."""
+
+    def working_dirs(values):
+        jobs = [d for d in render(values) if d["kind"] == "Job"]
+        return {c.get("workingDir") for j in jobs for c in j["spec"]["template"]["spec"]["containers"]}
+
+    assert working_dirs({}) == {"/tmp"}
+    assert working_dirs({"image": {"repository": "registry.example.com/ml/trainer", "tag": "1"}}) == {None}
+    assert working_dirs({"image": {"repository": "registry.example.com/ml/trainer"}, "workingDir": "/app"}) == {"/app"}

@@ -117,7 +117,7 @@ def assemble(
 ) -> Context:
     """The build context; `extra_requirements` (a pip requirements file) adds a layer and a tag
     suffix `-r<first 8 hex of its sha256>`; `notebook` adds JupyterLab and the example notebooks
-    (images/notebooks/) and the suffix `-notebook` (the chart's notebook image)."""
+    (the chart's files/notebooks/) and the suffix `-notebook` (the chart's notebook image)."""
     out = out or work_dir("build") / "images" / (variant + ("-notebook" if notebook else ""))
     if out.exists():
         shutil.rmtree(out)
@@ -134,6 +134,8 @@ def assemble(
     if notebook:
         flavor += "-notebook"
         shutil.copytree(IMAGES / "notebooks", out / "notebooks")
+        for example in sorted((CHART / "files" / "notebooks").glob("*.ipynb")):  # the chart ships them too
+            shutil.copy2(example, out / "notebooks" / example.name)
         shutil.copy2(CHART / "files" / "tf_cluster_notebook.py", out / "tf_cluster_notebook.py")
     (out / "requirements.txt").write_text(requirements(variant))
     (out / "constraints.txt").write_text(constraints())

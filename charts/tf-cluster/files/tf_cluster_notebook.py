@@ -24,7 +24,8 @@ writes JupyterLab's token to TF_CLUSTER_TOKEN_FILE from the Secret TF_CLUSTER_TO
 (key TF_CLUSTER_TOKEN_KEY); when TF_CLUSTER_TOKEN_CREATE=true and the Secret has no token yet
 it makes one and stores it there first (once: the chart renders that Secret without data, so
 no token is in any manifest and every render is the same). It also copies the example
-notebooks of the image (/opt/tf-cluster/notebooks) into the notebook root once.
+notebooks (/opt/tf-cluster/notebooks: the chart's, or the image's) into the notebook root once,
+and answers JupyterLab's question about jupyter.org's news with "no" (quiet_jupyterlab).
 """
 
 from __future__ import annotations
@@ -188,6 +189,22 @@ def copy_examples(root: str) -> None:
             say("example notebook %s" % target)
 
 
+# JupyterLab asks every new user whether to fetch jupyter.org's news, and checks for updates: pods
+# often have no internet, and the question greets each user. The answer "no" as the user's own
+# setting (an image's overrides.json cannot be written from here), unless a setting is there.
+QUIET = {"fetchNews": "false", "checkForUpdates": False}
+
+
+def quiet_jupyterlab() -> None:
+    base = env("JUPYTERLAB_SETTINGS_DIR") or os.path.join(env("HOME", "/tmp"), ".jupyter", "lab", "user-settings")
+    path = os.path.join(base, "@jupyterlab", "apputils-extension", "notification.jupyterlab-settings")
+    if os.path.exists(path):
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(QUIET, f)
+
+
 def prepare() -> int:
     token = ensure_token()
     out = env("TF_CLUSTER_TOKEN_FILE", "/tmp/.tf-cluster/jupyter-token")
@@ -198,6 +215,7 @@ def prepare() -> int:
     root = env("TF_CLUSTER_NOTEBOOK_ROOT", "/tmp/notebooks")
     os.makedirs(root, exist_ok=True)
     copy_examples(root)
+    quiet_jupyterlab()
     return 0
 
 

@@ -2,19 +2,15 @@
 The notebook's settings (templates/notebook.yaml): its image, root directory and environment.
 */}}
 
-{{/* The notebook image override, as JSON: notebook.image over the training image, whose tag gets
-     "-notebook" (what `tf-cluster build --notebook` tags) unless notebook.image sets one. With the
-     default training image (TensorFlow's official one, which has no JupyterLab): what
-     `tf-cluster build --notebook` makes, tf-cluster-trainer:<appVersion>-cpu-notebook. */}}
+{{/* The notebook image override, as JSON: notebook.image over the training image. Its tag: with
+     TensorFlow's official image (the default), its `-jupyter` variant (JupyterLab on the same
+     TensorFlow); with another image, that image's tag + "-notebook" (what `tf-cluster build
+     --notebook` tags), unless notebook.image sets one. */}}
 {{- define "tf-cluster.notebookImage" -}}
 {{- $image := deepCopy (default dict .Values.notebook.image) -}}
-{{- if and (not $image.repository) (eq .Values.image.repository "docker.io/tensorflow/tensorflow") -}}
-{{- $_ := set $image "repository" "tf-cluster-trainer" -}}
 {{- if and (not $image.tag) (not $image.digest) -}}
-{{- $_ := set $image "tag" (printf "%s-cpu-notebook" .Chart.AppVersion) -}}
-{{- end -}}
-{{- else if and (not $image.tag) (not $image.digest) -}}
-{{- $_ := set $image "tag" (printf "%s-notebook" (default .Chart.AppVersion .Values.image.tag)) -}}
+{{- $official := and (not $image.repository) (eq .Values.image.repository "docker.io/tensorflow/tensorflow") -}}
+{{- $_ := set $image "tag" (printf "%s-%s" (default .Chart.AppVersion .Values.image.tag) (ternary "jupyter" "notebook" $official)) -}}
 {{- end -}}
 {{- toJson $image -}}
 {{- end -}}

@@ -87,6 +87,9 @@ spec:
   containers:
     - name: tensorflow
       {{- include "tf-cluster.image" (dict "context" $ctx "override" $role.image) | nindent 6 }}
+      {{- with include "tf-cluster.workingDir" (dict "context" $ctx "image" $role.image) }}
+      workingDir: {{ . | quote }}
+      {{- end }}
       command:
         - {{ $v.launcher.python }}
         - /opt/tf-cluster/launcher/launcher.py
@@ -278,4 +281,16 @@ spec:
     - name: tf-cluster-token
       mountPath: /var/run/secrets/kubernetes.io/serviceaccount
       readOnly: true
+{{- end -}}
+
+{{/* The training container's working directory: `workingDir`, else /tmp with TensorFlow's official
+     image (its WORKDIR `/` is read-only here), else none (the image's own).
+     Usage: include "tf-cluster.workingDir" (dict "context" $ "image" $role.image) */}}
+{{- define "tf-cluster.workingDir" -}}
+{{- $image := merge (deepCopy (default dict .image)) (deepCopy .context.Values.image) -}}
+{{- if .context.Values.workingDir -}}
+{{- .context.Values.workingDir -}}
+{{- else if eq $image.repository "docker.io/tensorflow/tensorflow" -}}
+/tmp
+{{- end -}}
 {{- end -}}

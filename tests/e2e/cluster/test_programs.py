@@ -4,8 +4,9 @@ what passes locally passes here, and the parameter-server tutorial's shared-/tmp
 fails here for the same reason it fails under run-local.
 
 The two Kubeflow programs run from their own TFJob manifests (tests/tfjob/upstream), converted by
-`tf-cluster from-tfjob`: only the image (theirs is not reachable here; ours holds the same program
-through --script) and the GPU request (no GPU here) are overridden.
+`tf-cluster from-tfjob`: only the image (theirs is not reachable here: TensorFlow's official one,
+the chart's default, runs the same program through --script) and the GPU request (no GPU here)
+are overridden.
 
 A platform's own pod parts (issue 47: an init container, a native sidecar, a Secret volume) run
 beside the example trainer."""
@@ -23,6 +24,9 @@ from tf_cluster import ROOT, images
 
 PROGRAMS = ROOT / "tests" / "local" / "programs" / "third_party"
 TFJOBS = ROOT / "tests" / "tfjob" / "upstream"
+OFFICIAL = f"docker.io/tensorflow/tensorflow:{images.tf_version()}"  # the chart's default image
+OFFICIAL_IMAGE = ["--set", "image.repository=docker.io/tensorflow/tensorflow", "--set", "image.tag="]
+# What `make image` (tf-cluster build) makes: one's own image, with every package baked in
 OUR_IMAGE = ["--set", "image.repository=tf-cluster-trainer", "--set", f"image.tag={images.tf_version()}-cpu"]
 PS = ["--set", "strategy=parameterServer", "--set", "roles.chief.replicas=1"]
 PS += ["--set", "roles.worker.replicas=2", "--set", "roles.ps.replicas=1"]
@@ -56,7 +60,7 @@ def test_kubeflow_multi_worker_tfjob_converted_passes_on_the_node(api, ns, tmp_p
     claim = yaml.safe_load((TFJOBS / "strategy-volume-pvc.yaml").read_text())
     del claim["spec"]["storageClassName"]  # "Your storageClassName"
     client.CoreV1Api(api).create_namespaced_persistent_volume_claim(ns, claim)
-    flags += [*OUR_IMAGE, "--set", "roleDefaults.gpus.nvidia\\.com/gpu=0"]  # no GPU on this node
+    flags += [*OFFICIAL_IMAGE, "--set", "roleDefaults.gpus.nvidia\\.com/gpu=0"]  # no GPU on this node
     r = smoke(ns, "kfmwms", "kubeflow_mwms_keras.py", flags, entry.split()[2:])
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert "every Job Complete" in r.stdout
@@ -68,12 +72,14 @@ def test_kubeflow_multi_worker_tfjob_converted_passes_on_the_node(api, ns, tmp_p
 
 
 def test_kubeflow_dist_mnist_tfjob_converted_passes_on_the_node(api, ns, tmp_path):
-    """examples/tensorflow/dist-mnist/tf_job_mnist.yaml (Chief, PS, 2 Workers); the Dockerfile's ENTRYPOINT."""
+    """examples/tensorflow/dist-mnist/tf_job_mnist.yaml (Chief, PS, 2 Workers); the Dockerfile's ENTRYPOINT.
+    In the image `make image` builds (one's own image): the `packages` step finds it has everything."""
     flags = from_tfjob(tmp_path, "dist-mnist-ps.yaml", "python /var/tf_dist_mnist/dist_mnist.py")
     r = smoke(ns, "kfps", "kubeflow_dist_mnist_ps.py", [*flags, *OUR_IMAGE], ["--epochs", "1", "--batch_size", "600"])
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     (chief,) = pods_of(api, ns, "dist-mnist-for-e2e-test-chief-")
     assert "Evaluation accuracy" in log(api, ns, chief.metadata.name)
+    assert "the image has every one" in log(api, ns, chief.metadata.name, container="packages")
     say("kubeflow dist-mnist PS TFJob, converted, passed")
 
 
@@ -117,7 +123,7 @@ def test_a_platforms_init_container_sidecar_and_secret_volume_run_with_the_relea
 
     core = client.CoreV1Api(api)
     core.create_namespaced_secret(ns, {"metadata": {"name": "ext-creds"}, "stringData": {"token": "s3cr3t-token"}})
-    image = f"tf-cluster-trainer:{images.tf_version()}-cpu"  # what the node has; any image with python3 would do
+    image = OFFICIAL  # any image with python3 would do
     data = {"name": "data", "mountPath": "/mnt/data"}
     values = tmp_path / "extensions.yaml"
     values.write_text(

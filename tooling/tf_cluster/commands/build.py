@@ -52,7 +52,7 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument(
         "--notebook",
         action="store_true",
-        help="add JupyterLab and the example notebooks (images/notebooks/): the chart's notebook image "
+        help="add JupyterLab and the example notebooks (the chart's files/notebooks/): the chart's notebook image "
         "(tag <tf>-<variant>-notebook)",
     )
     p.add_argument("--push", action="store_true", help="push both tags after building")

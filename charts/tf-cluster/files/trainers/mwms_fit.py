@@ -39,6 +39,24 @@ def save_before_preemption() -> bool:
     worker_training_state.support_on_demand_checkpoint_callback = lambda s: isinstance(
         s, tf.distribute.MultiWorkerMirroredStrategy
     )
+    resume = worker_training_state.WorkerTrainingState.maybe_load_initial_counters_from_ckpt
+
+    def within_the_epoch(self, steps_per_epoch, initial_epoch, mode):
+        # tf_keras goes on at the saved step + 1, moving to the next epoch only when the saved step
+        # is its last. A run with fewer STEPS_PER_EPOCH than the one that saved (a values change, a
+        # new run on the same checkpoints) would start past its epoch's end, run no step and raise
+        # "Empty logs": that epoch is done.
+        epoch, step = resume(self, steps_per_epoch, initial_epoch, mode)
+        if steps_per_epoch and step >= steps_per_epoch:
+            print(
+                f"resuming: the backup's step {step} is past this run's {steps_per_epoch} steps an epoch,"
+                f" so epoch {epoch} is done",
+                flush=True,
+            )
+            return epoch + 1, 0
+        return epoch, step
+
+    worker_training_state.WorkerTrainingState.maybe_load_initial_counters_from_ckpt = within_the_epoch
     return True
 
 
