@@ -89,6 +89,12 @@ def test_packages_follow_the_values():
         "tf_keras=tf-keras==2.21.0",
     ]
     assert {"name": "PIP_INDEX_URL", "value": "https://pypi.example.com/simple"} in packages["env"]
+    # a name the chart sets too: the user's, once (Helm 4 refuses a name set twice)
+    cached = render({"packages": {"pipEnv": [{"name": "PIP_NO_CACHE_DIR", "value": "0"}]}})
+    job = next(d for d in cached if d["kind"] == "Job")
+    (packages,) = [c for c in job["spec"]["template"]["spec"]["initContainers"] if c["name"] == "packages"]
+    cache = [e for e in packages["env"] if e["name"] == "PIP_NO_CACHE_DIR"]
+    assert cache == [{"name": "PIP_NO_CACHE_DIR", "value": "0"}]
     board = next(d for d in docs if d["kind"] == "Deployment")["spec"]["template"]["spec"]
     (init,) = board["initContainers"]
     assert "tensorboard=tensorboard==2.21.0" in init["command"] and board["containers"][0]["command"] == [

@@ -21,16 +21,10 @@ image's own pip installs each module the image lacks into the pod's /opt/tf-clus
     {{- range $module, $requirement := index $v.packages .for }}
     - {{ printf "%s=%s" $module $requirement | quote }}
     {{- end }}
+  {{- /* pipEnv over the chart's: a name set twice would make Helm 4 refuse the manifest */}}
+  {{- $env := list (dict "name" "HOME" "value" "/tmp") (dict "name" "PIP_NO_CACHE_DIR" "value" "1") (dict "name" "PIP_DISABLE_PIP_VERSION_CHECK" "value" "1") }}
   env:
-    - name: HOME
-      value: /tmp
-    - name: PIP_NO_CACHE_DIR
-      value: "1"
-    - name: PIP_DISABLE_PIP_VERSION_CHECK
-      value: "1"
-    {{- with $v.packages.pipEnv }}
-    {{- toYaml . | nindent 4 }}
-    {{- end }}
+    {{- include "tf-cluster.withUserEnv" (dict "chart" $env "top" $v.packages.pipEnv "own" list) | fromJsonArray | toYaml | nindent 4 }}
   {{- with include "tf-cluster.withDefaultRequests" (dict "resources" $v.packages.resources "defaults" $v.resourceDefaults.packages) | fromJson }}
   resources:
     {{- toYaml . | nindent 4 }}
