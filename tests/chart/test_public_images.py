@@ -119,3 +119,45 @@ def test_the_official_images_read_only_root_is_not_the_working_directory():
     assert working_dirs({}) == {"/tmp"}
     assert working_dirs({"image": {"repository": "registry.example.com/ml/trainer", "tag": "1"}}) == {None}
     assert working_dirs({"image": {"repository": "registry.example.com/ml/trainer"}, "workingDir": "/app"}) == {"/app"}
+
+
+def test_a_digest_pins_only_the_image_it_was_taken_of():
+    """`image.digest` names one image's content: the notebook's `-jupyter` image, or a role that names another
+    tag or repository, must not run the training image's digest instead (it did: the notebook pod then ran
+    the training image, without JupyterLab)."""
+    digest = "sha256:" + "a" * 64
+    values = yaml.safe_load((ROOT / "values-examples" / "notebook-coordinator.yaml").read_text())
+    values["image"] = {"digest": digest}
+    values["roles"]["ps"]["image"] = {"tag": "2.21.0-gpu"}
+    images: dict[str, set[str]] = {}
+    for where, c in pods(render(values)):
+        images.setdefault(where, set()).add(c["image"])
+
+    def of(kind: str, part: str) -> set[str]:
+        (found,) = [found for where, found in images.items() if where.startswith(kind + "/") and part in where]
+        return found
+
+    assert of("Job", "-worker-") == {f"{OFFICIAL}@{digest}"}  # the image the digest was taken of
+    assert of("Job", "-ps-") == {f"{OFFICIAL}:2.21.0-gpu"}  # the tag it names
+    assert of("Deployment", "-notebook") == {f"{OFFICIAL}:2.21.0-jupyter"}  # its own image, unpinned
+
+
+def test_a_pythonpath_the_user_sets_comes_before_the_packages_dir_not_instead_of_it():
+    """Else the packages the image lacks (tf-keras) vanish from the program's path and `fit` breaks."""
+    values = yaml.safe_load((ROOT / "values-examples" / "notebook-coordinator.yaml").read_text())
+    values["env"] = [{"name": "PYTHONPATH", "value": "/code/lib"}]
+    values["roles"]["ps"]["env"] = [{"name": "PYTHONPATH", "value": "/ps/lib"}]
+    paths = {}
+    for where, c in pods(render(values)):
+        for e in c.get("env") or []:
+            if e["name"] == "PYTHONPATH" and c["name"] in ("tensorflow", "notebook"):
+                paths[where.split("-")[-2] if where.startswith("Job/") else "notebook"] = e["value"]
+    assert paths == {
+        "worker": "/code/lib:/opt/tf-cluster/packages",
+        "ps": "/ps/lib:/opt/tf-cluster/packages",  # a role's env wins over the top-level one
+        "notebook": "/code/lib:/opt/tf-cluster/launcher:/opt/tf-cluster/packages",
+    }
+    values["packages"] = {"enabled": False}
+    values["env"] = [{"name": "PYTHONPATH", "value": "/code/lib"}]
+    worker = [c for where, c in pods(render(values)) if "-worker-" in where and c["name"] == "tensorflow"]
+    assert {e["value"] for e in worker[0]["env"] if e["name"] == "PYTHONPATH"} == {"/code/lib"}

@@ -76,10 +76,16 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{/* The chart's env entries under the user's, as a JSON list (no duplicate names: Helm 4 rejects
      them): the chart's entries whose name the user does not set (those in `keep` always stay), then
      the top-level `env` minus the names `own` sets, then `own` (a role's `env`, `notebook.env`).
+     A PYTHONPATH value the user sets goes before the chart's, not instead of it (the packages the
+     image lacks, the notebook's launcher module): "<user's>:<chart's>".
      Usage: include "tf-cluster.withUserEnv" (dict "chart" LIST "keep" LIST "top" LIST "own" LIST) */}}
 {{- define "tf-cluster.withUserEnv" -}}
-{{- $own := default list .own -}}
-{{- $top := default list .top -}}
+{{- $chartPath := "" -}}
+{{- range .chart -}}{{- if and (eq .name "PYTHONPATH") (hasKey . "value") -}}{{- $chartPath = .value -}}{{- end -}}{{- end -}}
+{{- $own := list -}}
+{{- range (default list .own) -}}{{- $own = append $own (include "tf-cluster.userPythonPath" (dict "entry" . "chart" $chartPath) | fromJson) -}}{{- end -}}
+{{- $top := list -}}
+{{- range (default list .top) -}}{{- $top = append $top (include "tf-cluster.userPythonPath" (dict "entry" . "chart" $chartPath) | fromJson) -}}{{- end -}}
 {{- $userNames := dict -}}
 {{- range (concat $top $own) -}}{{- $_ := set $userNames .name true -}}{{- end -}}
 {{- $ownNames := dict -}}
@@ -161,4 +167,13 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
   (printf "--job_name=%s" .role)
   "--task_index=$(TF_TASK_INDEX)" -}}
 {{- toJson $flags -}}
+{{- end -}}
+
+{{/* One user env entry, as JSON: a PYTHONPATH value with the chart's PYTHONPATH (`chart`) after it. */}}
+{{- define "tf-cluster.userPythonPath" -}}
+{{- $e := deepCopy .entry -}}
+{{- if and (eq $e.name "PYTHONPATH") (hasKey $e "value") .chart -}}
+{{- $_ := set $e "value" (ternary .chart (printf "%s:%s" $e.value .chart) (eq (toString $e.value) "")) -}}
+{{- end -}}
+{{- toJson $e -}}
 {{- end -}}

@@ -70,14 +70,21 @@ app.kubernetes.io/component: {{ .component }}
 
 {{/*
 A container's `image` and `imagePullPolicy`: `image` with an override's keys on top
-(a role's `image`, `tensorboard.image`); the tag defaults to `<appVersion>` (the official image's).
+(a role's `image`, `tensorboard.image`, the notebook's); the tag defaults to `<appVersion>` (the
+official image's). `image.digest` goes with `image`'s own repository and tag only: an override
+that names another repository or tag without a digest of its own gets none.
 Usage: include "tf-cluster.image" (dict "context" $ "override" $role.image)
 */}}
 {{- define "tf-cluster.image" -}}
 {{- if not (and (hasKey . "context") (hasKey . "override")) -}}
 {{- fail "tf-cluster.image: pass (dict \"context\" $ \"override\" DICT)" -}}
 {{- end -}}
-{{- $image := merge (deepCopy (default dict .override)) (deepCopy .context.Values.image) -}}
+{{- $override := default dict .override -}}
+{{- $image := merge (deepCopy $override) (deepCopy .context.Values.image) -}}
+{{- if and (or $override.repository $override.tag) (not $override.digest) -}}
+{{- /* a digest pins the image it was taken of: an override naming another image does not inherit it */ -}}
+{{- $_ := unset $image "digest" -}}
+{{- end -}}
 {{- if $image.digest }}
 image: "{{ $image.repository }}@{{ $image.digest }}"
 {{- else }}
