@@ -7,9 +7,9 @@ addon's Corefile (ttl 30, cache 30) serving the cluster's names.
 
 Everything but Kubernetes' own defaults is named here: the controller manager and scheduler keep
 their client rate limits (what a cluster that has not tuned them has), etcd keeps its 2 GB quota.
-Memory is what limits it on one machine: a 4096-task release holds ~1.8 GB in etcd (each pod
-carries its TF_CONFIG), etcd keeps 5000 raft entries, and the API server and etcd run with a
-GOMEMLIMIT (6 and 4 GiB).
+Memory is what limits it on one machine: a 4096-task release of a chart whose pods carried their
+TF_CONFIG (before 2.0.0: bench_sim.py's "chart before" rows) held ~1.8 GB in etcd, etcd keeps 5000
+raft entries, and the API server and etcd run with a GOMEMLIMIT (6 and 4 GiB).
 
 The API server writes an audit log of the requests made by service accounts (the tasks' own token):
 bench_sim.py counts a launcher's requests there, and the API server's own metrics for the rest.
@@ -34,6 +34,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -124,9 +125,10 @@ def _split_labels(body: str) -> list[str]:
     return [p for p in parts + [cur] if p]
 
 
-def pod_env(pod: dict) -> dict[str, str]:
+def pod_env(pod: dict, config_map: Callable[[str], dict] | None = None) -> dict[str, str]:
     """The trainer container's environment as the kubelet would give it (values, $(VAR)
-    references, the downward API fields the chart uses)."""
+    references, the downward API fields the chart uses, keys of ConfigMaps: `config_map(name)` gives
+    one's data, e.g. the run's TF_CONFIG cluster)."""
     c = next(c for c in pod["spec"]["containers"] if c["name"] in ("trainer", "tensorflow"))
     meta = pod["metadata"]
     out: dict[str, str] = {}
@@ -134,12 +136,18 @@ def pod_env(pod: dict) -> dict[str, str]:
         if "value" in e:
             out[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: out.get(m.group(1), m.group(0)), e["value"])
             continue
+        key_ref = (e.get("valueFrom") or {}).get("configMapKeyRef")
+        if key_ref and config_map is not None:
+            out[e["name"]] = config_map(key_ref["name"]).get(key_ref["key"], "")
+            continue
         ref = (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
         m = re.match(r"metadata\.(labels|annotations)\['(.+)'\]", ref)
         if m:
             out[e["name"]] = meta.get(m.group(1), {}).get(m.group(2), "")
         elif ref == "metadata.name":
             out[e["name"]] = meta["name"]
+        elif ref == "metadata.uid":  # the launcher's Events name their pod by it
+            out[e["name"]] = meta.get("uid", "")
         elif ref == "metadata.namespace":
             out[e["name"]] = meta["namespace"]
         elif ref == "spec.nodeName":
@@ -154,6 +162,7 @@ class SimCluster:
         self.work = Path(work)
         self.nodes, self.node_pods, self.dns_ip = nodes, node_pods, dns_ip
         self.procs: dict[str, subprocess.Popen] = {}
+        self.config_maps: dict[tuple[str, str], dict] = {}
         self.port = free_port()
         self.dns_metrics = free_port()
         self.kubeconfig = self.work / "kubeconfig"
@@ -203,7 +212,7 @@ class SimCluster:
                 "--listen-peer-urls",
                 f"http://127.0.0.1:{peer}",
                 # etcd 3.4 keeps its last --snapshot-count raft entries (100000) in memory: at ~120 KB
-                # a pod write (a pod carries its TF_CONFIG) a 4096-task start held ~8 GB
+                # a pod write (a pod that carries its TF_CONFIG) a 4096-task start held ~8 GB
                 "--snapshot-count=5000",
             ],
             # a 4096-task release took the API server to 11 GB and this 24 GB machine out of memory;
@@ -377,9 +386,18 @@ class SimCluster:
         with urllib.request.urlopen(req, timeout=30, context=ctx) as r:
             return r.read().decode()
 
+    def config_map(self, namespace: str, name: str) -> dict:
+        """A ConfigMap's data (read once: the chart's are immutable)."""
+        key = (namespace, name)
+        if key not in self.config_maps:
+            self.config_maps[key] = (
+                json.loads(self.get(f"/api/v1/namespaces/{namespace}/configmaps/{name}")).get("data") or {}
+            )
+        return self.config_maps[key]
+
     def pod_table(self, namespace: str) -> list[dict]:
         """The namespace's pods as `kubectl get pods -o wide` has them, a dict a pod by column (a
-        server-side Table: a few hundred bytes a pod, where a pod carries its TF_CONFIG)."""
+        server-side Table: a few hundred bytes a pod, where a pod object is KBs)."""
         accept = "application/json;as=Table;v=v1;g=meta.k8s.io"
         resp = json.loads(self.get(f"/api/v1/namespaces/{namespace}/pods?includeObject=None", accept=accept))
         names = [c["name"] for c in resp["columnDefinitions"]]
@@ -464,7 +482,7 @@ class SimCluster:
             f"nameserver {self.dns_ip}\noptions ndots:5\n"
         )
         env = {
-            **pod_env(pod),
+            **pod_env(pod, lambda name: self.config_map(namespace, name)),
             "PATH": os.environ["PATH"],
             "KUBERNETES_SERVICE_HOST": "127.0.0.1",
             "KUBERNETES_SERVICE_PORT": str(self.port),

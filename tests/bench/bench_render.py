@@ -21,7 +21,7 @@ from pathlib import Path
 import yaml
 from benchlib import median, save, say, table
 
-from tf_cluster import helm
+from tf_cluster import helm, manifests
 
 ENV_CAP = 131072  # MAX_ARG_STRLEN: one "NAME=value" string of a process's environment
 
@@ -39,14 +39,16 @@ def render(tasks: int, major: str) -> tuple[float, str]:
 
 
 def largest_tf_config(docs: list[dict]) -> int:
-    """Bytes of the longest TF_CONFIG env string (`TF_CONFIG=` + value + NUL), highest index substituted."""
+    """Bytes of the longest TF_CONFIG env string (`TF_CONFIG=` + value + NUL) as the kubelet composes it (the
+    run's cluster ConfigMap, the highest index)."""
     largest = 0
+    maps = manifests.config_maps(docs)
     for job in (d for d in docs if d["kind"] == "Job"):
-        last = str(job["spec"].get("completions", 1) - 1)
+        last = job["spec"].get("completions", 1) - 1
         for c in job["spec"]["template"]["spec"]["containers"]:
-            for e in c.get("env", []):
-                if e["name"] == "TF_CONFIG" and "value" in e:
-                    largest = max(largest, len("TF_CONFIG=" + e["value"].replace("$(TF_TASK_INDEX)", last)) + 1)
+            env = manifests.resolve_env(c, index=last, namespace="default", node_cpus=1, config_maps=maps)
+            if "TF_CONFIG" in env:
+                largest = max(largest, len("TF_CONFIG=" + env["TF_CONFIG"]) + 1)
     return largest
 
 

@@ -2,7 +2,8 @@
 nodes, the real CoreDNS with the addon's Corefile). Two benchmarks, figures into build/bench/sim.json
 (report.py: docs/benchmarks.md and its PNG):
 
-1. **Starts.** A MultiWorkerMirrored release of N workers (N = 64, 512, 4096), gang on and off, each
+1. **Starts.** A MultiWorkerMirrored release of N workers and a ParameterServer release of N tasks
+   (N = 64, 512, 4096), gang on and off, each
    on a new cluster of 256 nodes (32 pods each): time from `helm install` to every pod created,
    bound and Running; the Job's and PodGroup's status; EndpointSlices; the API requests the start
    caused (the API server's apiserver_request_total, less nodes and leases: kwok's heartbeats);
@@ -32,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from benchlib import OUT, launcher_at, save, say, table
+from benchlib import OUT, chart_at, launcher_at, save, say, table
 
 from tf_cluster import CHART, ROOT, helm
 
@@ -71,8 +72,10 @@ def values_for(shape: str, n: int, gang: bool) -> helm.Values:
     )
 
 
-def start_release(sim: SimCluster, shape: str, n: int, gang: bool, release: str = "t") -> dict:
-    """helm install, then follow the pods until all n are Running: the timeline and the status."""
+def start_release(
+    sim: SimCluster, shape: str, n: int, gang: bool, release: str = "t", chart: Path = CHART, chart_label: str = "this"
+) -> dict:
+    """helm install (of `chart`), then follow the pods until all n are Running: the timeline and the status."""
     from kubernetes import client
 
     ns = f"sim-{shape}-{n}-{'gang' if gang else 'nogang'}"
@@ -81,10 +84,20 @@ def start_release(sim: SimCluster, shape: str, n: int, gang: bool, release: str 
     h = helm.Helm("4", kubeconfig=sim.kubeconfig, namespace=ns)
     before = sim.apiserver_requests()
     t0 = time.time()
-    r = h.install(release, values_for(shape, n, gang))
+    r = h.install(release, values_for(shape, n, gang), chart=chart)
     installed = time.time() - t0
     if r.returncode != 0:
-        raise RuntimeError(f"helm install failed:\n{r.stderr}")
+        refused = next((line for line in r.stderr.splitlines() if "TF_CONFIG for" in line), "")
+        if not refused:
+            raise RuntimeError(f"helm install failed:\n{r.stderr}")
+        # past the chart's ceiling (TF_CONFIG over Linux's 128 KiB for one environment string): what stops it
+        say(f"  refused at render: {refused}")
+        why = "refused at render: " + refused[refused.index("TF_CONFIG for") :]
+        return {
+            **dict(shape=shape, tasks=n, gang=gang, chart=chart_label, namespace=ns, release=release),
+            **dict(helm_install_s=round(installed, 2), marks={"stopped": why}, curve=[]),
+            **dict(requests_total=None, endpointslices=None, pod_bytes=None, etcd_db_bytes=None),
+        }
     curve, marks = [], {}
     last_say = 0.0
     while True:
@@ -141,6 +154,7 @@ def start_release(sim: SimCluster, shape: str, n: int, gang: bool, release: str 
         "shape": shape,
         "tasks": n,
         "gang": gang,
+        "chart": chart_label,
         "namespace": ns,
         "release": release,
         "helm_install_s": round(installed, 2),
@@ -304,8 +318,18 @@ def main() -> None:
     ap.add_argument("--skip-launchers", action="store_true")
     ap.add_argument("--out", default="sim")
     ap.add_argument("--launchers", default="before,after", help="whose launchers: before, after")
-    ap.add_argument("--shapes", default="mwms,mwms-gang,ps", help="which releases: mwms, mwms-gang, ps")
+    ap.add_argument(
+        "--shapes", default="mwms,mwms-gang,ps,ps-gang", help="which releases: mwms, mwms-gang, ps, ps-gang"
+    )
     ap.add_argument("--append", action="store_true", help="keep the saved figures of the sizes not measured now")
+    ap.add_argument(
+        "--chart-before",
+        default="a791f8d",
+        help="the chart to compare starts with (a git revision; default: the last one whose pods carried TF_CONFIG)",
+    )
+    ap.add_argument(
+        "--chart-before-sizes", default="4096", help="sizes whose starts are measured with it too ('' none)"
+    )
     args = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM)"))  # the clusters are taken down
     why = missing()
@@ -316,7 +340,16 @@ def main() -> None:
     # this checkout's, as it was when the run began
     after = Path(shutil.copytree(LAUNCHER.parent, work / "launcher-this")) / "launcher.py"
     sizes = [int(x) for x in args.sizes.split(",")]
-    result: dict = {"nodes": args.nodes, "node_pods": 32, "before": args.before, "starts": [], "launchers": []}
+    chart_before_sizes = [int(x) for x in args.chart_before_sizes.split(",") if x]
+    chart_before = chart_at(args.chart_before, work)
+    result: dict = {
+        "nodes": args.nodes,
+        "node_pods": 32,
+        "before": args.before,
+        "chart_before": args.chart_before,
+        "starts": [],
+        "launchers": [],
+    }
     previous = OUT / f"{args.out}.json"
     if args.append and previous.is_file():  # keep the other sizes' figures; these sizes are measured again
         kept = json.loads(previous.read_text())
@@ -334,19 +367,27 @@ def main() -> None:
         if args.launchers != "before,after":  # the starts are kept: only launchers are measured again
             result["starts"] = kept["starts"]
     for n in sizes:
-        # each release on a new cluster: one of 4096 tasks fills 1.8 GB of etcd's 2 GB quota
-        for shape, gang in (("mwms", False), ("mwms", True), ("ps", False)):
+        # each release on a new cluster (one of 4096 tasks filled 1.8 GB of etcd's 2 GB quota while every
+        # pod carried its TF_CONFIG; now the cluster is stored once per run)
+        for shape, gang in (("mwms", False), ("mwms", True), ("ps", False), ("ps", True)):
             if f"{shape}{'-gang' if gang else ''}" not in args.shapes.split(","):
                 continue
+            starts_measured = not args.append or args.launchers == "before,after"  # else the saved starts stay
+            if n in chart_before_sizes and starts_measured:
+                say(f"{shape}, {n} tasks, gang {'on' if gang else 'off'}, chart {args.chart_before}: a new cluster")
+                with SimCluster(work / "cluster", nodes=args.nodes) as sim:
+                    start = start_release(sim, shape, n, gang, chart=chart_before, chart_label=args.chart_before)
+                    result["starts"].append(start)
+                    save(args.out, result)
             say(f"{shape}, {n} tasks, gang {'on' if gang else 'off'}: a new simulated cluster of {args.nodes} nodes")
             with SimCluster(work / "cluster", nodes=args.nodes) as sim:
                 start = start_release(sim, shape, n, gang)
-                if args.launchers == "before,after":
+                if starts_measured:
                     result["starts"].append(start)
                 m = start["marks"]
                 say(
                     f"  all {n} created {m.get('created')}s, bound {m.get('bound')}s, Running {m.get('running')}s; "
-                    f"{start['requests_total']} API requests; etcd {start['etcd_db_bytes'] / 1e6:.0f} MB"
+                    f"{start['requests_total']} API requests; etcd {(start['etcd_db_bytes'] or 0) / 1e6:.0f} MB"
                 )
                 save(args.out, result)
                 if gang or args.skip_launchers or "stopped" in start["marks"]:
@@ -382,7 +423,7 @@ def main() -> None:
             s["marks"].get("bound"),
             s["marks"].get("running", "stopped"),
             s["requests_total"],
-            round(s["etcd_db_bytes"] / 1e6),
+            round(s["etcd_db_bytes"] / 1e6) if s["etcd_db_bytes"] is not None else "-",
         ]
         for s in result["starts"]
     ]

@@ -61,6 +61,15 @@ def save(name: str, data: dict) -> Path:
     return path
 
 
+def chart_at(rev: str, into: Path) -> Path:
+    """The chart as of git revision `rev`, written under into/chart-<rev>/ (a before/after comparison)."""
+    out = into / f"chart-{rev}"
+    out.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "archive", rev, "charts/tf-cluster"], cwd=ROOT, check=True, capture_output=True)
+    subprocess.run(["tar", "-x", "-C", str(out), "--strip-components=2"], input=archive.stdout, check=True)
+    return out
+
+
 def launcher_at(rev: str, into: Path) -> Path:
     """The chart's launcher as of git revision `rev` (launcher.py and, from chart 2.0.0, its package
     tf_cluster_launcher/ beside it), written under into/launcher-<rev>/; its launcher.py (a

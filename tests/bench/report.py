@@ -325,7 +325,9 @@ def starts_under_addon_dns(d: dict) -> list[str]:
 
 def simulated(d: dict) -> list[str]:
     """Thousands of tasks on the simulated cluster (bench_sim.py)."""
-    starts = sorted(d["starts"], key=lambda s: (s["tasks"], s.get("shape", "mwms"), s["gang"]))
+    starts = sorted(
+        d["starts"], key=lambda s: (s["tasks"], s.get("shape", "mwms"), s["gang"], s.get("chart", "this") == "this")
+    )
     rows = []
     for s in starts:
         m = s["marks"]
@@ -335,25 +337,28 @@ def simulated(d: dict) -> list[str]:
                 {"mwms": "MultiWorkerMirrored", "ps": "ParameterServer"}.get(s.get("shape", "mwms")),
                 s["tasks"],
                 "on" if s["gang"] else "off",
+                "once per run" if s.get("chart", "this") == "this" else f"in every pod ({s['chart']})",
                 s["helm_install_s"],
                 m.get("created", "-"),
                 m.get("bound", "-"),
                 m.get("running", "stopped: " + str(m.get("stopped"))),
                 round(rate, 1),
-                s["requests_total"],
-                s["endpointslices"],
-                round(s["pod_bytes"] / 1024, 1),
-                round(s["etcd_db_bytes"] / 1e6),
+                "-" if s["requests_total"] is None else s["requests_total"],
+                "-" if s["endpointslices"] is None else s["endpointslices"],
+                "-" if s["pod_bytes"] is None else round(s["pod_bytes"] / 1024, 1),
+                "-" if s["etcd_db_bytes"] is None else round(s["etcd_db_bytes"] / 1e6),
                 s.get("nodes_not_ready", "-"),
             ]
         )
     out = [
         "## Thousands of tasks on a simulated cluster",
-        f"A MultiWorkerMirrored release of N workers (gang off and on) and a ParameterServer one of N tasks (chief, "
-        "2 ps, N-3 workers), each on a new cluster: the real etcd, kube-apiserver, "
+        f"A MultiWorkerMirrored release of N workers and a ParameterServer one of N tasks (chief, "
+        "2 ps, N-3 workers), gang off and on, each on a new cluster: the real etcd, kube-apiserver, "
         f"kube-controller-manager and kube-scheduler 1.37 (gang scheduling on, as the node harness has it), "
         f"{d['nodes']} kwok nodes of {d['node_pods']} pods each (kwok 0.8.0: a pod bound to one turns Running "
-        "with an IP), the real CoreDNS with the addon's Corefile. Seconds from `helm install` until every pod "
+        "with an IP), the real CoreDNS with the addon's Corefile; at some sizes also with the chart of "
+        f"{d.get('chart_before', 'an earlier revision')}, whose pods each carried the whole TF_CONFIG "
+        "(*in every pod*). Seconds from `helm install` until every pod "
         "was created, bound to a node and Running; the API requests the start caused (apiserver_request_total, "
         "less nodes and leases: kwok's heartbeats); a pod's size as stored; etcd's database. The controller "
         "manager and scheduler keep their default client rate limits. Measured by `tests/bench/bench_sim.py` "
@@ -364,6 +369,7 @@ def simulated(d: dict) -> list[str]:
                 "release",
                 "tasks",
                 "gang",
+                "TF_CONFIG's cluster",
                 "helm s",
                 "all created s",
                 "all bound s",
@@ -382,7 +388,11 @@ def simulated(d: dict) -> list[str]:
     sizes = sorted({s["tasks"] for s in starts})
     fig, axes = plt.subplots(1, len(sizes), figsize=(4 * len(sizes), 3.2))
     for ax, n in zip(axes if len(sizes) > 1 else [axes], sizes, strict=True):
-        for s in (x for x in starts if x["tasks"] == n and x.get("shape", "mwms") == "mwms"):
+        for s in (
+            x
+            for x in starts
+            if x["tasks"] == n and x.get("shape", "mwms") == "mwms" and x.get("chart", "this") == "this"
+        ):
             t = [c[0] for c in s["curve"]]
             style = "-" if s["gang"] else "--"
             label = "gang" if s["gang"] else "no gang"
@@ -451,8 +461,9 @@ def simulated(d: dict) -> list[str]:
         "What limits a start here: pods are created at ~20 a second, kube-controller-manager's default client "
         "rate limit (`--kube-api-qps` 20) pacing the Job controller; with the gang no pod is bound before all "
         "exist, then the scheduler binds at its own client limit (50 requests a second, a binding and an event "
-        "a pod); and every pod carries its TF_CONFIG, so etcd holds O(N²) bytes: a run that says *stopped* "
-        "filled etcd's default 2 GB quota, after which nothing in the cluster could write. *before (fence off)*: "
+        "a pod). When every pod carried its TF_CONFIG (*in every pod*) etcd held O(N²) bytes: a run that says "
+        "*stopped* filled etcd's default 2 GB quota, after which nothing in the cluster could write; the chart now "
+        "stores the cluster once per run (a ConfigMap each pod composes its TF_CONFIG from). *before (fence off)*: "
         "the earlier launcher LISTed all the release's pods from every task every 10 s, ~600 MB each at 4096 "
         "tasks, more than this machine's API server could serve to 32 tasks, so it ran without its fence there.",
         "",

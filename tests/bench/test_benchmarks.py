@@ -37,8 +37,15 @@ def test_marks_are_read_from_pod_logs_with_kubelet_timestamps_and_the_last_of_ea
 def test_the_largest_tf_config_is_the_last_index_of_a_real_render():
     docs = helm.parse(helm.Helm("4").template("t", helm.Values.of([], set=["roles.worker.replicas=12"])))
     job = next(d for d in docs if d["kind"] == "Job")
+    spec = next(
+        d
+        for d in docs
+        if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-tf-config-" + job["metadata"]["name"][-6:])
+    )
+    cluster = spec["data"]["cluster"]
     env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
-    value = env["TF_CONFIG"]["value"].replace("$(TF_TASK_INDEX)", "11")
+    value = env["TF_CONFIG"]["value"].replace("$(TF_TASK_INDEX)", "11").replace("$(TF_CLUSTER_SPEC)", cluster)
+    assert len(json.loads(value)["cluster"]["worker"]) == 12
     assert json.loads(value)["task"] == {"type": "worker", "index": 11}
     assert bench_render.largest_tf_config(docs) == len("TF_CONFIG=" + value) + 1
 
@@ -90,9 +97,10 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
     """report.simulated turns bench_sim.py's JSON into its tables and plot (figures made up here)."""
     monkeypatch.setattr(report, "DOCS", tmp_path)
 
-    def start(n: int, gang: bool) -> dict:
+    def start(n: int, gang: bool, chart: str = "this") -> dict:
         marks = {"created": n / 20, "bound": n / 15, "running": n / 15}
-        return {"tasks": n, "gang": gang, "helm_install_s": 0.6, "marks": marks, "requests_total": 6 * n,
+        return {"tasks": n, "gang": gang, "chart": chart, "helm_install_s": 0.6, "marks": marks,
+                "requests_total": 6 * n,
                 "curve": [(0.0, 0, 0, 0), (n / 15, n, n, n)], "endpointslices": -(-n // 100),
                 "pod_bytes": 40960, "etcd_db_bytes": 89e6, "nodes_not_ready": 0}  # fmt: skip
 
@@ -102,11 +110,53 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
                 "dns_steady_per_task_min": 0.0, "peak_mb": [30.5], "start_s": 1.3, "steady_s": 90.0, "settle_s": 30,
                 "peers": [512, 0, 0]}  # fmt: skip
 
-    data = {"nodes": 256, "node_pods": 32, "before": "254fea0", "starts": [start(64, False), start(512, True)],
+    data = {"nodes": 256, "node_pods": 32, "before": "254fea0", "chart_before": "a791f8d",
+            "starts": [start(64, False), start(512, True), start(512, True, "a791f8d")],
             "launchers": [launchers("before", 0.9, 1024.0), launchers("after", 3.1, 48.0)]}  # fmt: skip
     text = "\n".join(report.simulated(data))
     rows = [line for line in text.splitlines() if line.startswith("| ")]
-    mwms = "| MultiWorkerMirrored | 512 | on | 0.60 | 25.60 | 34.13 | 34.13 | 20.00 | 3072 | 6 | 40.00 | 89 | 0 |"
+    mwms = (
+        "| MultiWorkerMirrored | 512 | on | once per run | 0.60 | 25.60 | 34.13 | 34.13 | 20.00 | 3072 | 6 | 40.00 "
+        "| 89 | 0 |"
+    )
     assert mwms in rows
+    before = mwms.replace("once per run", "in every pod (a791f8d)")
+    assert rows.index(before) == rows.index(mwms) - 1, "the earlier chart's row comes first"
+    assert "with the chart of a791f8d" in text
     assert "| ps | 512 | after | 32 | 3.10 | 48.00 | 0.10 | 0.0 (90 s from +30 s) | 0.00 | 30.50 | 512 | 1.30 |" in rows
     assert (tmp_path / "bench-simulated-starts.png").stat().st_size > 0
+
+
+def test_the_simulated_clusters_launchers_get_the_tf_config_the_kubelet_composes():
+    """hack/node/sim.py runs the real launcher with its kwok pod's environment: TF_CONFIG composed from the
+    run's ConfigMap and the pod's index, as manifests.resolve_env (and the kubelet) compose it."""
+    sys.path.insert(0, str(ROOT / "hack"))
+    from node.sim import pod_env
+
+    from tf_cluster import manifests
+
+    docs = helm.parse(
+        helm.Helm("4").template("t", helm.Values.of([ROOT / "values-examples" / "parameter-server.yaml"]))
+    )
+    job = next(d for d in docs if d["kind"] == "Job" and "-worker-" in d["metadata"]["name"])
+    template = job["spec"]["template"]
+    pod = {
+        "metadata": {**template["metadata"], "name": "w-1", "namespace": "default",
+                     "annotations": {manifests.INDEX_ANNOTATION: "1"}},
+        "spec": template["spec"],
+        "status": {},
+    }  # fmt: skip
+    maps = manifests.config_maps(docs)
+    asked = []
+
+    def config_map(name: str) -> dict:
+        asked.append(name)
+        return maps[name]
+
+    env = pod_env(pod, config_map)
+    want = manifests.resolve_env(
+        template["spec"]["containers"][0], index=1, namespace="default", node_cpus=1, config_maps=maps
+    )
+    assert json.loads(env["TF_CONFIG"]) == json.loads(want["TF_CONFIG"])
+    assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
+    assert asked == [job["metadata"]["name"].replace("-worker-", "-tf-config-")]

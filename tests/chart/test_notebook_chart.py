@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from rendering import EXAMPLES, render, render_text
-from tf_cluster import ROOT, helm, images
+from tf_cluster import ROOT, helm, images, manifests
 
 TF = images.tf_version()  # the chart's appVersion: the default tag is <appVersion>
 
@@ -38,6 +38,13 @@ def env_of(container) -> dict:
     return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
 
 
+def resolved_env(container, docs, index: int = 0) -> dict[str, str]:
+    """The container's environment as its kubelet gives it (TF_CONFIG composed from the run's ConfigMap)."""
+    return manifests.resolve_env(
+        container, index=index, namespace="default", node_cpus=1, config_maps=manifests.config_maps(docs)
+    )
+
+
 def test_off_by_default_nothing_of_it_renders():
     docs = render({})
     assert not [d for d in docs if "notebook" in d["metadata"]["name"]]
@@ -51,7 +58,7 @@ def test_coordinator_the_notebook_pod_is_the_chief_and_no_chief_job_exists():
     pod = named(docs, "Deployment", "-notebook")["spec"]["template"]["spec"]
     (nb,) = pod["containers"]
     env = env_of(nb)
-    cluster = json.loads(env["TF_CONFIG"].replace("$(TF_TASK_INDEX)", env["TF_TASK_INDEX"]))
+    cluster = json.loads(resolved_env(nb, docs)["TF_CONFIG"])
     assert cluster["task"] == {"type": "chief", "index": 0}
     (chief_address,) = cluster["cluster"]["chief"]
     # the chief's address in every task's TF_CONFIG is this pod's hostname under the headless Service
@@ -64,7 +71,7 @@ def test_coordinator_the_notebook_pod_is_the_chief_and_no_chief_job_exists():
     for job in jobs.values():
         tf = job["spec"]["template"]["spec"]["containers"][0]
         server = env_of(tf)
-        assert json.loads(server["TF_CONFIG"].split(',"task"')[0] + "}")["cluster"] == cluster["cluster"]
+        assert json.loads(resolved_env(tf, docs)["TF_CONFIG"])["cluster"] == cluster["cluster"]
         assert server["TF_CLUSTER_HEARTBEAT"] == env["TF_CLUSTER_HEARTBEAT"] == server["TF_CLUSTER_LEADER_JOB"]
         assert server["TF_CLUSTER_STOP_WITH_LEADER"] == "true"
         assert server["TF_CLUSTER_HEARTBEAT_TIMEOUT"] == "300" and server["TF_CLUSTER_START_TIMEOUT"] == "3600"

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from tf_cluster import CHART, ROOT, cluster_state, helm, kube
+from tf_cluster import CHART, ROOT, cluster_state, helm, kube, manifests
 
 sys.path.insert(0, str(ROOT / "hack"))
 from node.pki import loopback_apiserver_pki, token_kubeconfig  # noqa: E402
@@ -366,13 +366,22 @@ class Task:
     """One task's real launcher, started as the chart would start it (its Job's environment, the
     release's service account token) against this API server, `print('trained')` as its program."""
 
-    def __init__(self, apiserver, namespace, tmp_path, job: dict, index: int, sa: str, timeout: int = 25):
+    def __init__(
+        self, apiserver, namespace, tmp_path, docs: list[dict], job: dict, index: int, sa: str, timeout: int = 25
+    ):
         pod_spec = job["spec"]["template"]["spec"]
         job_env = {e["name"]: e.get("value") for e in pod_spec["containers"][0]["env"] if "value" in e}
+        resolved = manifests.resolve_env(
+            pod_spec["containers"][0],
+            index=index,
+            namespace=namespace,
+            node_cpus=1,
+            config_maps=manifests.config_maps(docs),
+        )
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("TF_")},
             **{k: v for k, v in job_env.items() if k.startswith("TF_")},
-            "TF_CONFIG": job_env["TF_CONFIG"].replace("$(TF_TASK_INDEX)", str(index)),
+            "TF_CONFIG": resolved["TF_CONFIG"],  # composed from the run's ConfigMap, as the kubelet does
             "TF_TASK_INDEX": str(index),
             "TF_CLUSTER_NAMESPACE": namespace,
             "TF_CLUSTER_PEER_TIMEOUT": str(timeout),
@@ -426,7 +435,7 @@ def test_a_worker_waits_for_the_leaders_pod_through_a_watch_before_any_dns_looku
     (job,) = [d for d in docs if d["kind"] == "Job" and "-worker-" in d["metadata"]["name"]]
     pod_spec = job["spec"]["template"]["spec"]
     leader = f"{job['metadata']['name']}-0"
-    task = Task(apiserver, namespace, tmp_path, job, 1, "mw-tf-cluster")
+    task = Task(apiserver, namespace, tmp_path, docs, job, 1, "mw-tf-cluster")
     task.until(f"{leader}.mw-tf-cluster (no pod yet)")
     core = client.CoreV1Api(api)
     pod = {
@@ -484,7 +493,7 @@ def test_the_parameter_server_chief_learns_its_peers_from_the_services_endpoints
     peers = [
         f"{jobs[r]['metadata']['name']}-{i}" for r, n in (("chief", 1), ("worker", 2), ("ps", 1)) for i in range(n)
     ]
-    task = Task(apiserver, namespace, tmp_path, jobs["chief"], 0, "pe-tf-cluster")
+    task = Task(apiserver, namespace, tmp_path, docs, jobs["chief"], 0, "pe-tf-cluster")
     task.until(f"waiting for {len(peers)}/{len(peers)} peer pod(s)")
     task.until(f"{peers[0]}.{service} (no pod yet)")
 

@@ -50,6 +50,16 @@ def test_waits_for_peers_that_resolve_then_runs_the_command(tmp_path):
     assert "all 2 peer(s) resolve" in err and "command exited with 17" in err
 
 
+def test_the_first_line_names_the_task_and_the_cluster_size(tmp_path):
+    """A pod's TF_CONFIG is composed from the run's ConfigMap; its log says which task it is, first."""
+    p = start([sys.executable, "-c", "pass"], tmp_path, TF_CONFIG=cluster("localhost", "127.0.0.1"))
+    _, err = p.communicate(timeout=30)
+    lines = err.splitlines()
+    assert p.returncode == 0
+    size = len(cluster("localhost", "127.0.0.1"))
+    assert lines[0] == f"[launcher worker-1] TF_CONFIG: task worker:1 of a cluster of worker 2 ({size} bytes)"
+
+
 def test_times_out_naming_the_missing_peers(tmp_path):
     t0 = time.monotonic()
     p = start(
@@ -125,6 +135,7 @@ def test_sigterm_while_waiting_for_peers_ends_the_launcher_at_once(pid1, tmp_pat
         p = start(argv, tmp_path, **env, prefix=["unshare", "--pid", "--fork", "--kill-child"])
     else:
         p = start(argv, tmp_path, **env)
+    assert "TF_CONFIG: task worker:1 of a cluster of worker 2" in p.stderr.readline()
     assert "waiting for 1/2 peer(s)" in p.stderr.readline()
     target = p.pid
     if pid1:

@@ -4,7 +4,8 @@ No subprocess, no cluster: every function takes parsed YAML documents.
 Kubernetes semantics reproduced here (and tested): an Indexed Job's pod i gets
 the `batch.kubernetes.io/job-completion-index` annotation i and hostname
 `<job>-<i>`; env entries are resolved in order, `$(VAR)` expanding to an
-earlier variable (`$$` escapes), unknown references left as they are.
+earlier variable (`$$` escapes), unknown references left as they are; a `configMapKeyRef` to a
+rendered ConfigMap reads its data (the chart's TF_CONFIG is composed from one).
 """
 
 from __future__ import annotations
@@ -107,7 +108,11 @@ class Pod:
         return {p.get("name", str(p["containerPort"])): p["containerPort"] for p in self.container.get("ports", [])}
 
 
-def resolve_env(container: dict, *, index: int, namespace: str, node_cpus: int) -> dict[str, str]:
+def resolve_env(
+    container: dict, *, index: int, namespace: str, node_cpus: int, config_maps: dict[str, dict] | None = None
+) -> dict[str, str]:
+    """A container's environment as its kubelet gives it; `config_maps`: the rendered ConfigMaps' data by name
+    (the chart's TF_CONFIG is composed from the run's cluster-spec ConfigMap)."""
     env: dict[str, str] = {}
     resources = container.get("resources") or {}
     for entry in container.get("env", []):
@@ -138,8 +143,14 @@ def resolve_env(container: dict, *, index: int, namespace: str, node_cpus: int) 
             # the downward API: an unset limit is the node's allocatable cores, an unset request 0 (-> 1)
             cpus = cpu_quantity(given) if given is not None else (node_cpus if resource == "limits.cpu" else 0)
             env[name] = str(max(1, math.ceil(cpus / divisor)))
+        elif "configMapKeyRef" in source and source["configMapKeyRef"].get("name") in (config_maps or {}):
+            ref = source["configMapKeyRef"]
+            data = (config_maps or {})[ref["name"]]
+            if ref.get("key") not in data:
+                raise ValueError(f"env {name}: ConfigMap {ref['name']} has no key {ref.get('key')!r}")
+            env[name] = str(data[ref["key"]])
         else:
-            env[name] = ""  # secretKeyRef/configMapKeyRef: not known offline
+            env[name] = ""  # secretKeyRef, or a ConfigMap not in these manifests: not known offline
     return env
 
 
@@ -147,9 +158,15 @@ def jobs(docs: list[dict]) -> list[dict]:
     return [d for d in docs if d.get("kind") == "Job"]
 
 
+def config_maps(docs: list[dict]) -> dict[str, dict]:
+    """The rendered ConfigMaps' data, by name."""
+    return {d["metadata"]["name"]: d.get("data") or {} for d in docs if d.get("kind") == "ConfigMap"}
+
+
 def pods(docs: list[dict], *, namespace: str = "default", node_cpus: int = 1) -> list[Pod]:
     """Every pod of every Indexed Job, chief first, then by role and index."""
     out = []
+    maps = config_maps(docs)
     for job in jobs(docs):
         spec = job["spec"]
         if spec.get("completionMode") != "Indexed":
@@ -158,7 +175,7 @@ def pods(docs: list[dict], *, namespace: str = "default", node_cpus: int = 1) ->
         container = pod_spec["containers"][0]
         role = spec["template"]["metadata"]["labels"].get("app.kubernetes.io/component", "task")
         for i in range(int(spec["completions"])):
-            env = resolve_env(container, index=i, namespace=namespace, node_cpus=node_cpus)
+            env = resolve_env(container, index=i, namespace=namespace, node_cpus=node_cpus, config_maps=maps)
             out.append(
                 Pod(
                     role=role,

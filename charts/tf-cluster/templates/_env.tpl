@@ -40,7 +40,7 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- $env = concat $env (include "tf-cluster.coordinatorEnv" $ctx | fromJsonArray) -}}
 {{- $env = concat $env (include "tf-cluster.metricsEnv" $ctx | fromJsonArray) -}}
 {{- if include "tf-cluster.setsTfConfig" $r -}}
-{{- $env = append $env (dict "name" "TF_CONFIG" "value" (include "tf-cluster.tfConfig" $r)) -}}
+{{- $env = concat $env (include "tf-cluster.tfConfigEnv" (dict "context" $ctx "role" $roleName "index" "$(TF_TASK_INDEX)") | fromJsonArray) -}}
 {{- end -}}
 {{- $env = concat $env (include "tf-cluster.storageEnv" $ctx | fromJsonArray) -}}
 {{- $env = concat $env (include "tf-cluster.packagesEnv" $ctx | fromJsonArray) -}}

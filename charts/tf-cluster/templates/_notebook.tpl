@@ -54,7 +54,7 @@ The notebook's settings (templates/notebook.yaml): its image, root directory and
 {{- end -}}
 {{- $env = concat $env (include "tf-cluster.coordinatorEnv" . | fromJsonArray) -}}
 {{- if $coordinator -}}
-{{- $env = append $env (dict "name" "TF_CONFIG" "value" (include "tf-cluster.tfConfig" (dict "context" . "role" "chief"))) -}}
+{{- $env = concat $env (include "tf-cluster.tfConfigEnv" (dict "context" . "role" "chief" "index" "0") | fromJsonArray) -}}
 {{- end -}}
 {{- $env = concat $env (include "tf-cluster.storageEnv" . | fromJsonArray) -}}
 {{- include "tf-cluster.withUserEnv" (dict "chart" $env "top" $v.env "own" $v.notebook.env) -}}

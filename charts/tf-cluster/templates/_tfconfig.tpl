@@ -10,9 +10,17 @@ index i, under the headless Service <fullname> (the pods' subdomain). That short
 form resolves through the pod's DNS search path; `tfConfig.fullyQualified`
 appends .<namespace>.svc.<clusterDomain>.
 
-The task index is not known at render time: the pod defines TF_TASK_INDEX from
-the `batch.kubernetes.io/job-completion-index` annotation first, and TF_CONFIG
-refers to it as $(TF_TASK_INDEX) (Kubernetes dependent environment variables).
+Stored once per run: the cluster part lives in one immutable ConfigMap named like
+the run's Jobs (<fullname>-tf-config[-<run>], key `cluster`, tfconfig-configmap.yaml),
+and each pod composes its TF_CONFIG from it with Kubernetes dependent environment
+variables, so a pod carries a reference, not the cluster (O(N) bytes in etcd, not
+O(N²)):
+  TF_CLUSTER_SPEC  valueFrom configMapKeyRef <that ConfigMap>/cluster
+  TF_CONFIG        {"cluster":$(TF_CLUSTER_SPEC),"task":{"type":<role>,"index":$(TF_TASK_INDEX)}}
+The kubelet expands both when the container starts: the program sees the same
+TF_CONFIG as when it was inline. The task index is not known at render time: the pod
+defines TF_TASK_INDEX from the `batch.kubernetes.io/job-completion-index` annotation
+first.
 */}}
 
 {{/* Addresses of one role as a JSON list: <job>-<i>.<fullname>[.<ns>.svc.<domain>]:<port>. */}}
@@ -50,9 +58,26 @@ refers to it as $(TF_TASK_INDEX) (Kubernetes dependent environment variables).
 {{- if or (not $traits.inCluster) .context.Values.tfConfig.alwaysSet (gt (int (include "tf-cluster.trainingTaskCount" .context)) 1) -}}true{{- end -}}
 {{- end -}}
 
-{{/* TF_CONFIG of one role's pods, with the index left as $(TF_TASK_INDEX). */}}
+{{/* TF_CONFIG of one role's pods as the program sees it, with the index left as $(TF_TASK_INDEX):
+     what the size check measures (the pods compose it, "tf-cluster.tfConfigEnv"). */}}
 {{- define "tf-cluster.tfConfig" -}}
 {{- printf "{\"cluster\":%s,\"task\":{\"type\":%s,\"index\":$(TF_TASK_INDEX)}}" (include "tf-cluster.clusterSpec" .context) (toJson .role) -}}
+{{- end -}}
+
+{{/* The ConfigMap holding the run's cluster spec: named like the run's Jobs, so a new run (a new
+     cluster) is a new object and the old one goes with its Jobs. */}}
+{{- define "tf-cluster.clusterSpecName" -}}
+{{- include "tf-cluster.jobName" (dict "context" . "role" "tf-config") -}}
+{{- end -}}
+
+{{/* The env entries that give a container its TF_CONFIG, as a JSON list: the cluster from the run's
+     ConfigMap, then TF_CONFIG composed from it. `index`: "$(TF_TASK_INDEX)" (a Job's pods) or a
+     number. Usage: include "tf-cluster.tfConfigEnv" (dict "context" $ "role" "worker" "index" "$(TF_TASK_INDEX)") */}}
+{{- define "tf-cluster.tfConfigEnv" -}}
+{{- $ref := dict "configMapKeyRef" (dict "name" (include "tf-cluster.clusterSpecName" .context) "key" "cluster") -}}
+{{- toJson (list
+  (dict "name" "TF_CLUSTER_SPEC" "valueFrom" $ref)
+  (dict "name" "TF_CONFIG" "value" (printf "{\"cluster\":$(TF_CLUSTER_SPEC),\"task\":{\"type\":%s,\"index\":%s}}" (toJson .role) (toString .index)))) -}}
 {{- end -}}
 
 {{/*

@@ -75,6 +75,15 @@ def pods_of(api, ns, job_substr: str):
     ]
 
 
+def tf_cluster_of(core, ns: str, container) -> dict:
+    """TF_CONFIG's cluster of a live pod's container: the run's ConfigMap its TF_CLUSTER_SPEC names (the
+    chart stores the cluster once per run; the kubelet composes TF_CONFIG from it)."""
+    import json
+
+    (ref,) = [e.value_from.config_map_key_ref for e in container.env if e.name == "TF_CLUSTER_SPEC"]
+    return json.loads(core.read_namespaced_config_map(ref.name, ns).data[ref.key])
+
+
 def log(api, ns, pod_name: str, container: str | None = None) -> str:
     """A pod's log: its training container's, or `container`'s (tf-cluster-agent: the API's side)."""
     from kubernetes import client

@@ -60,6 +60,10 @@ def test_the_readme_first_install_trains_under_the_official_image(api):
             lacks = "tensorboard==2.21.0 tf-keras==2.21.0"
             assert f"the image lacks {lacks}" in added and f"installed {lacks} in" in added, added
             assert reported(api, ns, p.metadata.name).progress["epoch"] == 5
+            # the kubelet composed TF_CONFIG from the run's ConfigMap and the pod's index (the launcher's first line)
+            index = p.metadata.annotations["batch.kubernetes.io/job-completion-index"]
+            first = log(api, ns, p.metadata.name).splitlines()[0]
+            assert f"] TF_CONFIG: task worker:{index} of a cluster of worker 2 (" in first, first
         seconds = re.search(r"installed .* in ([0-9.]+)s", log(api, ns, workers[0].metadata.name, "packages"))
         r = run(check, 300)
         assert r.returncode == 0 and re.search(r"Phase:\s+Succeeded", r.stdout), r.stdout + r.stderr

@@ -37,6 +37,7 @@ from test_cluster import (
     log,
     pods_of,
     say,
+    tf_cluster_of,
     wait,
     wait_for_log,
 )
@@ -202,7 +203,6 @@ def test_a_release_spread_over_three_nodes_trains_gang_placed_and_exports_its_mo
 def test_network_policy_admits_release_pods_and_drops_outsiders_across_nodes(api, ns, tmp_path):
     """A ParameterServer release serving, its ps on one node; probes from other nodes: a task of the
     release (admitted) and an outside pod (dropped by the destination node's Cilium agent)."""
-    import re
 
     from kubernetes import client
     from test_security import PROBE, exec_in, probe_pod, running
@@ -219,8 +219,7 @@ def test_network_policy_admits_release_pods_and_drops_outsiders_across_nodes(api
     assert worker, f"both workers share the ps's node, against the spread: {where}"
     pod = core.read_namespaced_pod(worker, ns)
     (tf,) = [c for c in pod.spec.containers if c.name == "tensorflow"]
-    tf_config = next(e.value for e in tf.env if e.name == "TF_CONFIG")
-    ps_host, ps_port = re.search(r'"ps":\["([^"]+)"', tf_config).group(1).rsplit(":", 1)
+    ps_host, ps_port = tf_cluster_of(core, ns, tf)["ps"][0].rsplit(":", 1)
     elsewhere = next(n for n in NODES if n not in (where[ps_pod], where[worker]))
     probe_pod(api, ns, "outsider", tf.image, node=elsewhere)
     wait_until(lambda: running(api, ns, "outsider"), "the outside probe pod running", 120)

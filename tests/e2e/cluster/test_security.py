@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -24,7 +23,7 @@ from dataclasses import dataclass
 
 import pytest
 import yaml
-from test_cluster import EX, KUBECONFIG, epochs, install, say, wait_for_log
+from test_cluster import EX, KUBECONFIG, epochs, install, say, tf_cluster_of, wait_for_log
 from test_faults import node_config, node_proc, on_the_harness_node
 
 from tf_cluster import kube
@@ -187,8 +186,7 @@ def run(kube_cluster, tmp_path_factory):
         pod = core.read_namespaced_pod(worker, ns)
         (tf,) = [c for c in pod.spec.containers if c.name == "tensorflow"]
         image = tf.image
-        tf_config = next(e.value for e in tf.env if e.name == "TF_CONFIG")  # the index is $(TF_TASK_INDEX)
-        ps_host, ps_port = re.search(r'"ps":\["([^"]+)"', tf_config).group(1).rsplit(":", 1)
+        ps_host, ps_port = tf_cluster_of(core, ns, tf)["ps"][0].rsplit(":", 1)
         for name, where, labels in (("outsider", ns, None), ("viewer", ns, VIEWER), ("stranger", other, VIEWER)):
             probe_pod(api, where, name, image, labels)
         wait_for_log(api, ns, RELEASE, "-ps-", "0", r"serving ps:0")

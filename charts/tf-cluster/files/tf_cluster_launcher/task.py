@@ -37,7 +37,7 @@ from .leader import (
 from .metrics import Metrics
 from .peerpods import wait_for_peer_pods
 from .progress import echo_metrics
-from .tfconfig import peers_needed, wait_for_peers
+from .tfconfig import describe, peers_needed, wait_for_peers
 
 if TYPE_CHECKING:
     import subprocess
@@ -193,6 +193,8 @@ class TaskRun:
         except ConfigError as e:
             log(str(e))
             return EXIT_CONFIG
+        if env("TF_CONFIG"):
+            log(describe(env("TF_CONFIG")))
         fencer = fencer and float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0
         if fencer and not self.coordinator and not self.agent:
             threading.Thread(target=fence_loop, daemon=True, args=(self.fencing,)).start()

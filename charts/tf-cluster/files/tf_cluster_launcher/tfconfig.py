@@ -46,6 +46,21 @@ def cluster_of(tf_config: str) -> dict[str, list[Any]]:  # addresses as TF_CONFI
     return out
 
 
+def describe(tf_config: str) -> str:
+    """One line for the task's log: its own task and the cluster's size by role (the whole TF_CONFIG
+    at 4096 tasks is ~130 KB; `tf-cluster render --tf-config` prints every pod's)."""
+    parsed = json.loads(tf_config)
+    task = parsed.get("task") if isinstance(parsed, dict) else None
+    task = task if isinstance(task, dict) else {}
+    sizes = ", ".join("%s %d" % (role, len(tasks)) for role, tasks in sorted(cluster_of(tf_config).items()))
+    return "TF_CONFIG: task %s:%s of a cluster of %s (%d bytes)" % (
+        task.get("type", "?"),
+        task.get("index", "?"),
+        sizes or "no task",
+        len(tf_config),
+    )
+
+
 def host_of(address: str) -> str:
     return address.rsplit(":", 1)[0]
 
