@@ -261,14 +261,21 @@ def open_notebook(driver, url: str):
 
 
 def kernel_idle(driver) -> bool:
+    """The status bar names a kernel that is idle ("Python 3 (ipykernel) | Idle"). Not the execution
+    indicator alone: it says idle before any kernel is connected ("No Kernel | Initializing" in the
+    status bar), and a Run All clicked then ran nothing (a cold CI run waited 600 s on no output)."""
     from selenium.webdriver.common.by import By
 
-    status = driver.find_elements(
-        By.CSS_SELECTOR, ".jp-NotebookPanel-toolbar .jp-KernelStatus, .jp-Notebook-ExecutionIndicator"
-    )
-    return any(
-        "idle" in (s.get_attribute("data-status") or s.get_attribute("title") or "").lower() for s in status
-    ) or ("Idle" in driver.find_element(By.TAG_NAME, "body").text)
+    text = driver.find_element(By.TAG_NAME, "body").text
+    return "No Kernel" not in text and bool(re.search(r"\S \| Idle\b", text))
+
+
+def cells_started(driver) -> bool:
+    """A cell is queued or running ("[*]"), or one has run (a number or an output)."""
+    from selenium.webdriver.common.by import By
+
+    prompts = [p.text for p in driver.find_elements(By.CSS_SELECTOR, ".jp-Notebook .jp-InputPrompt")]
+    return any("*" in p or re.search(r"\[\d+\]", p) for p in prompts) or bool(outputs(driver).strip())
 
 
 def menu(driver, top: str, label: str):
@@ -330,6 +337,10 @@ def test_notebook_trains_on_the_release_in_a_browser_and_tensorboard_shows_it(ap
             shot(driver, "1-opened")
             t0 = time.monotonic()
             menu(driver, "Run", "Run All Cells")
+            if not wait_for_or_none(lambda: cells_started(driver), 60):
+                say("Run All Cells started no cell within 60 s; clicking it again")
+                menu(driver, "Run", "Run All Cells")
+                wait_for("a cell started after Run All Cells", lambda: cells_started(driver), 60)
             say("Run > Run All Cells clicked; waiting for the last cell (TF-CLUSTER NOTEBOOK DONE)")
             last = [""]
 
