@@ -230,6 +230,34 @@ def test_argocd_application_example_renders_with_sync_wave(example):
     assert all("ttlSecondsAfterFinished" not in j["spec"] for j in jobs)
 
 
+@pytest.mark.parametrize("example", ["application.yaml", "application-oci.yaml"])
+def test_argocd_examples_render_the_same_whatever_api_list_argo_cd_hands_helm(example):
+    """Argo CD passes Helm its cluster cache's API versions, which change as CRDs come and go: the
+    examples name every value whose `auto` reads them, so their run (Job names) never flips."""
+    import json
+
+    from tf_cluster import ROOT, helm
+
+    app = yaml.safe_load((ROOT / "values-examples" / "argocd" / example).read_text())
+    values = app["spec"]["source"]["helm"]["valuesObject"]
+    apis = ["scheduling.k8s.io/v1beta1/PodGroup", "monitoring.coreos.com/v1"]
+    renders = []
+    for listed in ([], apis):
+        text = helm.Helm("4").template(
+            "mnist",
+            helm.Values.of([], set_json=[f"{k}={json.dumps(v)}" for k, v in values.items()]),
+            api_versions=listed,
+        )
+        renders.append({(d["kind"], d["metadata"]["name"]) for d in helm.parse(text)})
+    assert renders[0] == renders[1]
+    # and the chart does read those APIs: with `auto` the same values render a different run
+    auto = {**values, "scheduling": {"gang": "auto"}}
+    text = helm.Helm("4").template(
+        "mnist", helm.Values.of([], set_json=[f"{k}={json.dumps(v)}" for k, v in auto.items()]), api_versions=apis
+    )
+    assert {(d["kind"], d["metadata"]["name"]) for d in helm.parse(text)} != renders[0]
+
+
 def test_per_role_job_policy_overrides():
     values = {
         "strategy": "parameterServer",
