@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import yaml
@@ -126,35 +126,44 @@ def _split_labels(body: str) -> list[str]:
 
 
 def pod_env(pod: dict, config_map: Callable[[str], dict] | None = None) -> dict[str, str]:
-    """The trainer container's environment as the kubelet would give it (values, $(VAR)
-    references, the downward API fields the chart uses, keys of ConfigMaps: `config_map(name)` gives
-    one's data, e.g. the run's TF_CONFIG cluster)."""
+    """The trainer container's environment as the kubelet would give it: tf_cluster.manifests.resolve_env
+    (values, $(VAR) references, ConfigMap keys, CPU counts) with this live pod's downward-API fields;
+    `config_map(name)` gives a ConfigMap's data (e.g. the run's TF_CONFIG cluster), read when asked."""
+    from tf_cluster import manifests
+
     c = next(c for c in pod["spec"]["containers"] if c["name"] in ("trainer", "tensorflow"))
-    meta = pod["metadata"]
-    out: dict[str, str] = {}
-    for e in c.get("env", []):
-        if "value" in e:
-            out[e["name"]] = re.sub(r"\$\((\w+)\)", lambda m: out.get(m.group(1), m.group(0)), e["value"])
-            continue
-        key_ref = (e.get("valueFrom") or {}).get("configMapKeyRef")
-        if key_ref and config_map is not None:
-            out[e["name"]] = config_map(key_ref["name"]).get(key_ref["key"], "")
-            continue
-        ref = (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath", "")
-        m = re.match(r"metadata\.(labels|annotations)\['(.+)'\]", ref)
+    meta, spec, status = pod["metadata"], pod["spec"], pod.get("status") or {}
+
+    def live_field(path: str) -> str | None:
+        m = re.match(r"metadata\.(labels|annotations)\['(.+)'\]", path)
         if m:
-            out[e["name"]] = meta.get(m.group(1), {}).get(m.group(2), "")
-        elif ref == "metadata.name":
-            out[e["name"]] = meta["name"]
-        elif ref == "metadata.uid":  # the launcher's Events name their pod by it
-            out[e["name"]] = meta.get("uid", "")
-        elif ref == "metadata.namespace":
-            out[e["name"]] = meta["namespace"]
-        elif ref == "spec.nodeName":
-            out[e["name"]] = pod["spec"].get("nodeName", "")
-        elif ref in ("status.podIP", "status.hostIP"):
-            out[e["name"]] = pod["status"].get(ref.split(".")[1], "")
-    return out
+            return (meta.get(m.group(1)) or {}).get(m.group(2), "")
+        return {
+            "metadata.name": meta["name"],
+            "metadata.uid": meta.get("uid", ""),  # the launcher's Events name their pod by it
+            "metadata.namespace": meta["namespace"],
+            "spec.nodeName": spec.get("nodeName", ""),
+            "status.podIP": status.get("podIP", ""),
+            "status.hostIP": status.get("hostIP", ""),
+        }.get(path)
+
+    class ConfigMaps(Mapping):  # each read from the cluster when resolve_env asks for it
+        def __contains__(self, name: object) -> bool:
+            return config_map is not None and isinstance(name, str)
+
+        def __getitem__(self, name: str) -> dict:
+            return config_map(name)  # type: ignore[misc]
+
+        def __iter__(self):
+            return iter(())
+
+        def __len__(self) -> int:
+            return 0
+
+    index = int((meta.get("annotations") or {}).get(manifests.INDEX_ANNOTATION, 0))
+    return manifests.resolve_env(
+        c, index=index, namespace=meta["namespace"], node_cpus=1, config_maps=ConfigMaps(), live_field=live_field
+    )
 
 
 class SimCluster:

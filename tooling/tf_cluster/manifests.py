@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TypedDict
 
@@ -109,10 +110,17 @@ class Pod:
 
 
 def resolve_env(
-    container: dict, *, index: int, namespace: str, node_cpus: int, config_maps: dict[str, dict] | None = None
+    container: dict,
+    *,
+    index: int,
+    namespace: str,
+    node_cpus: int,
+    config_maps: Mapping[str, dict] | None = None,
+    live_field: Callable[[str], str | None] | None = None,
 ) -> dict[str, str]:
-    """A container's environment as its kubelet gives it; `config_maps`: the rendered ConfigMaps' data by name
-    (the chart's TF_CONFIG is composed from the run's cluster-spec ConfigMap)."""
+    """A container's environment as its kubelet gives it; `config_maps`: the ConfigMaps' data by name
+    (the chart's TF_CONFIG is composed from the run's cluster-spec ConfigMap); `live_field`: a live pod's
+    value for a downward-API field path (None: resolved as for a rendered pod, below)."""
     env: dict[str, str] = {}
     resources = container.get("resources") or {}
     for entry in container.get("env", []):
@@ -123,7 +131,10 @@ def resolve_env(
         source = entry.get("valueFrom", {})
         if "fieldRef" in source:
             path = source["fieldRef"]["fieldPath"]
-            if path == f"metadata.annotations['{INDEX_ANNOTATION}']":
+            live = live_field(path) if live_field is not None else None
+            if live is not None:
+                env[name] = live
+            elif path == f"metadata.annotations['{INDEX_ANNOTATION}']":
                 env[name] = str(index)
             elif path == "metadata.namespace":
                 env[name] = namespace
@@ -143,9 +154,13 @@ def resolve_env(
             # the downward API: an unset limit is the node's allocatable cores, an unset request 0 (-> 1)
             cpus = cpu_quantity(given) if given is not None else (node_cpus if resource == "limits.cpu" else 0)
             env[name] = str(max(1, math.ceil(cpus / divisor)))
-        elif "configMapKeyRef" in source and source["configMapKeyRef"].get("name") in (config_maps or {}):
+        elif (
+            "configMapKeyRef" in source
+            and config_maps is not None
+            and source["configMapKeyRef"].get("name") in config_maps
+        ):
             ref = source["configMapKeyRef"]
-            data = (config_maps or {})[ref["name"]]
+            data = config_maps[ref["name"]]
             if ref.get("key") not in data:
                 raise ValueError(f"env {name}: ConfigMap {ref['name']} has no key {ref.get('key')!r}")
             env[name] = str(data[ref["key"]])
