@@ -12,6 +12,7 @@ Binaries: hack/apiserver/build.sh (make e2e-api runs it).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -957,6 +958,22 @@ def test_a_recurring_moment_is_one_event_whose_count_grows(apiserver, namespace,
     assert (event.reason, event.count) == ("WaitingForPeers", 3), event
     assert event.message.startswith("waiting for 1/2 peer pod(s) (10s/600s)"), event.message
     assert events.on, "no request was refused"
+
+    # a release of 4096 tasks: each Event is updated at most every 4096/10 s, so that all its tasks
+    # together send at most Events.RELEASE_RATE updates a second (tests/bench/bench_sim_events.py)
+    cluster = {"worker": [f"w-{i}.t:2222" for i in range(4094)], "ps": ["p-0.t:2222", "p-1.t:2222"]}
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 0}}))
+    monkeypatch.setenv("TF_CLUSTER_POD_NAME", "tf-tf-cluster-worker-1-fghij")
+    large = launcher_events.Events()
+    for i in range(3):
+        large.record("WaitingForPeers", f"waiting for 4095/4096 peer pod(s) ({i * 5}s/600s)")
+    assert large.every == 409.6
+    mine = [
+        e
+        for e in client.CoreV1Api(apiserver["api"]).list_namespaced_event(namespace).items
+        if e.involved_object.name == "tf-tf-cluster-worker-1-fghij"
+    ]
+    assert [(e.count, e.message) for e in mine] == [(1, "waiting for 4095/4096 peer pod(s) (0s/600s)")]
 
 
 VALIDATED_CASES = sorted(
