@@ -51,11 +51,12 @@ def values_for(shape: str, n: int, gang: bool) -> helm.Values:
         "scheduling.singleNode=false",
         "storage.checkpoints.type=emptyDir",
     ]
-    if shape == "mwms":
+    if shape in ("mwms", "custom"):  # custom: the same workers, each waiting for every peer (bench_sim_events)
         return helm.Values.of(
             [ROOT / "values-examples" / "mwms-cpu.yaml"],
             set=[
                 *common,
+                *(["strategy=custom"] if shape == "custom" else []),
                 f"roles.worker.replicas={n}",
                 "roles.worker.resources.requests.cpu=100m",
                 "roles.worker.resources.requests.memory=256Mi",
@@ -307,6 +308,16 @@ def run_launchers(
     }
 
 
+def prepare(prefix: str) -> Path:
+    """Before a benchmark's first simulated cluster: SIGTERM ends the run cleanly (the clusters are taken
+    down), the cluster's parts are all here (else exit naming what is missing); a new work folder."""
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM)"))
+    why = missing()
+    if why:
+        sys.exit(f"the simulated cluster cannot start: {why}")
+    return Path(tempfile.mkdtemp(prefix=prefix))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="64,512,4096")
@@ -331,11 +342,7 @@ def main() -> None:
         "--chart-before-sizes", default="4096", help="sizes whose starts are measured with it too ('' none)"
     )
     args = ap.parse_args()
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit("stopped (SIGTERM)"))  # the clusters are taken down
-    why = missing()
-    if why:
-        sys.exit(f"the simulated cluster cannot start: {why}")
-    work = Path(tempfile.mkdtemp(prefix="tf-cluster-sim-"))
+    work = prepare("tf-cluster-sim-")
     before = launcher_at(args.before, work)
     # this checkout's, as it was when the run began
     after = Path(shutil.copytree(LAUNCHER.parent, work / "launcher-this")) / "launcher.py"

@@ -471,8 +471,84 @@ def simulated(d: dict) -> list[str]:
     return out
 
 
+def sim_events(d: dict) -> list[str]:
+    """The launchers' Kubernetes Events during a start on the simulated cluster (bench_sim_events.py)."""
+    rows, over = [], []
+    for r in sorted(d["runs"], key=lambda r: (r["tasks"], r["shape"])):
+        k = r["sampled"]
+        moments = sum(v["moments"] for v in r["events_by_reason"].values())
+        # the whole release at the measured rate per task: every task waits as the sampled ones did
+        whole = r["event_requests_per_task"] * r["tasks"] / r["all_running_s"]
+        rows.append(
+            [
+                {"mwms": "MultiWorkerMirrored", "ps": "ParameterServer", "custom": "custom"}[r["shape"]],
+                r["tasks"],
+                k,
+                r["period_s"],
+                r["all_running_s"],
+                max(r["waits"] or [0.0]),
+                r["event_requests_per_task"],
+                r["event_requests_bound_per_task"],
+                r["event_objects_per_task"],
+                round(moments / k, 2),
+                round(r["event_bytes_per_task"] / 1024, 2),
+                round(whole, 1),
+                round(100 * r["event_requests_per_task"] * r["tasks"] / r["release_requests_total"], 1),
+                ", ".join(f"{reason} {v['objects']}" for reason, v in sorted(r["events_by_reason"].items())) or "-",
+            ]
+        )
+        if r["event_requests"] > r["event_requests_bound"]:
+            over.append(f"{r['shape']} at {r['tasks']} tasks")
+    return [
+        "## Events at thousands of tasks",
+        "Each task records its lifecycle moments as Kubernetes Events on its own pod (waiting for peers, a "
+        "fenced peer, stopped with its leader, a restarted coordinator): one Event per reason, its count and "
+        f"message updated in place at most once per *update period*: {d['every_s']:.0f} s, or N/"
+        f"{d['release_rate']:.0f} s in a release of N tasks past {d['every_s'] * d['release_rate']:.0f}, "
+        f"so that all its tasks together update at most {d['release_rate']:.0f} Events a second. The moment every "
+        "task meets is the "
+        "start's peer wait, so each release starts here gang off (the waits are longest) on a new simulated "
+        f"cluster of {d['nodes']} kwok nodes, and the real launcher of the first {d['sample']} pods to turn Running "
+        "(its agent beside it, as in the pod) starts as soon as its pod is Running. The window, fixed in the script: "
+        "from the first sampled launcher's start until every pod is Running, every sampled program has started, "
+        f"and {d['tail_s']:.0f} s more. *Event requests*: `create` and `patch` of events by the release's service "
+        "account in that window (the audit log); *bound*: one `create` and at most one `patch` per "
+        "update period of each sampled task's wait, summed; *moments*: the Events' count fields; *whole "
+        "release*: the measured requests per task for every task, spread over the start (an upper bound: the "
+        "first pods to run wait the longest); *of the start's requests*: the same as a share of the API requests "
+        "the start caused. Which tasks wait: under MultiWorkerMirrored each task waits for the leader alone (then "
+        "TensorFlow's own start-up barrier holds them), under ParameterServer the chief waits for every task and "
+        "the others for none, under `custom` every task waits for every peer (the most Events a start can "
+        "cause). Measured by "
+        "`tests/bench/bench_sim_events.py`.",
+        "",
+        md_table(
+            [
+                "release",
+                "tasks",
+                "sampled",
+                "update period s",
+                "all Running s",
+                "longest wait s",
+                "Event requests/task",
+                "bound/task",
+                "Event objects/task",
+                "moments/task",
+                "KB of Events/task",
+                "whole release: Event requests/s",
+                "% of the start's requests",
+                "Events by reason",
+            ],
+            rows,
+        ),
+        "",
+        ("Every release stayed within the bound." if not over else "Over the bound: " + "; ".join(over) + "."),
+        "",
+    ]
+
+
 # written when measured, not required (sim: `make bench-sim`, kwok and the simulated cluster)
-OPTIONAL = (("first-step-addon-dns", starts_under_addon_dns), ("sim", simulated))
+OPTIONAL = (("first-step-addon-dns", starts_under_addon_dns), ("sim", simulated), ("sim-events", sim_events))
 
 SECTIONS = (
     ("first-step", first_step),

@@ -160,3 +160,34 @@ def test_the_simulated_clusters_launchers_get_the_tf_config_the_kubelet_composes
     assert json.loads(env["TF_CONFIG"]) == json.loads(want["TF_CONFIG"])
     assert json.loads(env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
     assert asked == [job["metadata"]["name"].replace("-worker-", "-tf-config-")]
+
+
+def test_the_events_section_reads_what_bench_sim_events_saves_and_says_when_the_bound_is_passed():
+    """report.sim_events turns bench_sim_events.py's JSON into its table and its verdict against the
+    bound (figures made up here)."""
+    import bench_sim_events
+
+    def run(shape: str, requests: int, bound: int) -> dict:
+        return {"shape": shape, "tasks": 4096, "sampled": 32, "period_s": 409.6, "all_running_s": 204.8,
+                "waits": [150.0, 190.5],
+                "event_requests": requests, "event_requests_per_task": round(requests / 32, 2),
+                "event_requests_bound": bound, "event_requests_bound_per_task": round(bound / 32, 2),
+                "event_objects_per_task": 1.0, "event_bytes_per_task": 1024, "release_requests_total": 40960,
+                "events_by_reason": {"WaitingForPeers": {"objects": 32, "moments": 1216}}}  # fmt: skip
+
+    data = {"nodes": 256, "sample": 32, "tail_s": 60.0, "every_s": 30.0, "release_rate": 10.0,
+            "runs": [run("mwms", 160, 224)]}  # fmt: skip
+    text = "\n".join(report.sim_events(data))
+    rows = [line for line in text.splitlines() if line.startswith("| ")]
+    # 5 requests a task, for 4096 tasks over 204.8 s: 100/s, half of the start's 40960 requests
+    assert (
+        "| MultiWorkerMirrored | 4096 | 32 | 409.60 | 204.80 | 190.50 | 5.00 | 7.00 | 1.00 | 38.00 | 1.00 "
+        "| 100.00 | 50.00 | WaitingForPeers 32 |" in rows
+    )
+    assert "Every release stayed within the bound." in text
+    assert "30 s, or N/10 s in a release of N tasks past 300" in text
+    data["runs"].append(run("ps", 300, 224))
+    assert "Over the bound: ps at 4096 tasks." in "\n".join(report.sim_events(data))
+    # the script's bound is the launcher's own period: 30 s up to 300 tasks, then N/10 s
+    events = bench_sim_events.launcher_events()
+    assert [events.period(n) for n in (2, 300, 512, 4096)] == [30.0, 30.0, 51.2, 409.6]
