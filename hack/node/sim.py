@@ -34,7 +34,7 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -128,7 +128,8 @@ def _split_labels(body: str) -> list[str]:
 def pod_env(pod: dict, config_map: Callable[[str], dict] | None = None) -> dict[str, str]:
     """The trainer container's environment as the kubelet would give it: tf_cluster.manifests.resolve_env
     (values, $(VAR) references, ConfigMap keys, CPU counts) with this live pod's downward-API fields;
-    `config_map(name)` gives a ConfigMap's data (e.g. the run's TF_CONFIG cluster), read when asked."""
+    `config_map(name)` gives a ConfigMap's data (e.g. the run's TF_CONFIG cluster), read once for each
+    ConfigMap the container refers to."""
     from tf_cluster import manifests
 
     c = next(c for c in pod["spec"]["containers"] if c["name"] in ("trainer", "tensorflow"))
@@ -147,22 +148,12 @@ def pod_env(pod: dict, config_map: Callable[[str], dict] | None = None) -> dict[
             "status.hostIP": status.get("hostIP", ""),
         }.get(path)
 
-    class ConfigMaps(Mapping):  # each read from the cluster when resolve_env asks for it
-        def __contains__(self, name: object) -> bool:
-            return config_map is not None and isinstance(name, str)
-
-        def __getitem__(self, name: str) -> dict:
-            return config_map(name)  # type: ignore[misc]
-
-        def __iter__(self):
-            return iter(())
-
-        def __len__(self) -> int:
-            return 0
+    refs = {(e.get("valueFrom") or {}).get("configMapKeyRef", {}).get("name") for e in c.get("env", [])} - {None}
+    maps = {name: config_map(name) for name in refs} if config_map is not None else {}
 
     index = int((meta.get("annotations") or {}).get(manifests.INDEX_ANNOTATION, 0))
     return manifests.resolve_env(
-        c, index=index, namespace=meta["namespace"], node_cpus=1, config_maps=ConfigMaps(), live_field=live_field
+        c, index=index, namespace=meta["namespace"], node_cpus=1, config_maps=maps, live_field=live_field
     )
 
 
