@@ -30,7 +30,7 @@ from .config import (
 )
 from .control_plane import up_control_plane
 from .kubelet import node_ready, up_node
-from .nodes import EXTRA_NODES, by_name, down_extra_nodes, kill, partition, pids, up_extra_nodes, up_runtimes
+from .nodes import EXTRA_NODES, by_name, down_extra_nodes, isolate, kill, partition, pids, up_extra_nodes, up_runtimes
 from .pki import ensure_pki, kubeconfig
 from .policy import clean_up as clean_up_policy_engine
 from .policy import up_policy_engine
@@ -203,12 +203,16 @@ def restart(args) -> int:
 
 
 def node_fault(args) -> int:
-    """A fault on one of the other nodes (node/nodes.py): kill, partition, heal, start."""
+    """A fault on one of the other nodes (node/nodes.py): kill, partition, isolate, heal, start."""
     node = by_name(args.node)
     if args.verb == "kill":
         kill(node)
+    elif args.verb == "isolate":
+        isolate(node, cut=True)
     elif args.verb in ("partition", "heal"):
         partition(node, cut=args.verb == "partition")
+        if args.verb == "heal":
+            isolate(node, cut=False)
     else:  # start: a rebooted machine (its containers died with it)
         if pids(node):
             kill(node)
@@ -243,7 +247,8 @@ def main(argv=None) -> int:
     for verb, text in (
         ("kill", "SIGKILL every process of another node at once (a machine losing power)"),
         ("partition", "cut another node off from the others and the control plane (its pods keep running)"),
-        ("heal", "join a cut-off node back"),
+        ("isolate", "cut another node off from the control plane only (its pods still reach their peers)"),
+        ("heal", "join a cut-off or isolated node back"),
         ("start", "start a killed node again (a rebooted machine)"),
     ):
         f = sub.add_parser(verb, help=text)

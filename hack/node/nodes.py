@@ -29,7 +29,7 @@ import signal
 import time
 from pathlib import Path
 
-from .config import EXTRA_NODES, HOST_NODE, NODE_BRIDGE, NODE_NET_GW, POLICY_ENGINE, Node, logs, run
+from .config import API_PORT, EXTRA_NODES, HOST_NODE, NODE_BRIDGE, NODE_NET_GW, POLICY_ENGINE, Node, logs, run
 from .kubelet import load_images, start_containerd, up_node
 from .proc import NodeError, ctr, pid_of, say, sh, stop
 from .runtime import Archives
@@ -182,6 +182,25 @@ def partition(node: Node, cut: bool) -> None:
     """Cut the node off from every other node and the control plane (or join it back)."""
     sh("ip", "link", "set", host_link(node), "down" if cut else "up")
     say(f"node {node.name} {'cut off' if cut else 'joined back'}")
+
+
+def isolate(node: Node, cut: bool) -> None:
+    """Cut the node off from the control plane only (or join it back): its kubelet, its agents and
+    its pods' launchers no longer reach the API server, while its pods still reach their peers on
+    the other nodes and the shared storage (a broken control-plane link, a flapping kubelet)."""
+    for source in (node.ip, node.pod_cidr):  # its kubelet and agents; its pods (masqueraded or not)
+        # both ways: what they send the API server, and what it sends them (watch events, replies)
+        for rule in (
+            ["INPUT", "-s", source, "-p", "tcp", "--dport", str(API_PORT)],
+            ["OUTPUT", "-d", source, "-p", "tcp", "--sport", str(API_PORT)],
+        ):
+            rule += ["-j", "DROP", "-m", "comment", "--comment", f"tf-cluster-node isolate {node.name}"]
+            while sh("iptables", "-C", *rule, check=False).returncode == 0:  # heal: every copy
+                sh("iptables", "-D", *rule)
+            if cut:
+                sh("iptables", "-I", *rule)
+    what = "cut off from the control plane (its peers and storage still reachable)" if cut else "reaches the API again"
+    say(f"node {node.name} {what}")
 
 
 def down_extra_nodes(purge: bool) -> None:  # noqa: C901

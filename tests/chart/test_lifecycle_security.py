@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from rendering import EXAMPLES, render, render_text
+from tf_cluster.errors import RenderError
 
 PS_EVAL = next(p for p in EXAMPLES if p.stem == "parameter-server-evaluator")
 
@@ -24,9 +25,21 @@ def test_restart_fields_on_every_job(path):
         rules = spec["podFailurePolicy"]["rules"]
         assert rules[0] == {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
         assert rules[-1]["action"] == "FailJob" and rules[-1]["onExitCodes"]["values"] == [2, 3, 4]
-        coordinator = job["metadata"]["name"].startswith("tf-tf-cluster-chief-") and "parameter-server" in path.stem
+        name, values = job["metadata"]["name"], example(path)
+        # the launcher's restart (exit 6), retried without counting: every task's with the self-fence
+        # on (the default); else the ParameterServer coordinator's after a lost peer, and every
+        # MultiWorkerMirrored chief's and worker's (a new leader)
+        env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        self_fences = env.get("TF_CLUSTER_SELF_FENCE") not in (None, "0")
+        coordinator = (
+            name.startswith("tf-tf-cluster-chief-")
+            and values.get("strategy", "multiWorkerMirrored") == "parameterServer"
+        )
+        collective = values.get("strategy", "multiWorkerMirrored") == "multiWorkerMirrored" and name.startswith(
+            ("tf-tf-cluster-chief-", "tf-tf-cluster-worker-")
+        )
         assert rules[-2] == PREEMPTION_RESTART, rules  # job.restartExitCodes' default
-        assert (rules[1:-2] == [COORDINATOR_RESTART]) == coordinator, rules
+        assert (rules[1:-2] == [LAUNCHER_RESTART]) == (coordinator or collective or self_fences), (name, rules)
         assert "ttlSecondsAfterFinished" not in spec  # unset by default: Argo CD self-heal would re-create
         assert "helm.sh/chart" not in spec["template"]["metadata"]["labels"]
 
@@ -35,7 +48,7 @@ PREEMPTION_RESTART = {  # TensorFlow's PreemptionCheckpointHandler exits 42 afte
     "action": "Ignore",
     "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [42]},
 }
-COORDINATOR_RESTART = {
+LAUNCHER_RESTART = {
     "action": "Ignore",
     "onExitCodes": {"containerName": "tensorflow", "operator": "In", "values": [6]},
 }
@@ -48,17 +61,61 @@ def test_the_coordinators_restart_for_a_lost_peer_spends_no_retry(fence):
     `ExitCode` policy (1-127 non-retryable) it failed the run. It is ignored, before any FailJob rule."""
     values = {
         "strategy": "parameterServer",
-        "nodeLoss": {"fence": fence},
+        "nodeLoss": {"fence": fence, "selfFenceSeconds": 0},  # the self-fence's restart: below
         "roles": {"chief": {"replicas": 1}, "ps": {"replicas": 1}},
         "jobPolicies": {"chief": {"nonRetryableExitCodes": list(range(1, 128)), "restartExitCodes": []}},
     }
     jobs = {d["metadata"]["name"].split("-")[3]: d for d in render(values) if d["kind"] == "Job"}
     rules = jobs["chief"]["spec"]["podFailurePolicy"]["rules"]
-    assert (COORDINATOR_RESTART in rules) == fence
+    assert (LAUNCHER_RESTART in rules) == fence
     if fence:
-        assert rules.index(COORDINATOR_RESTART) < [r["action"] for r in rules].index("FailJob")
+        assert rules.index(LAUNCHER_RESTART) < [r["action"] for r in rules].index("FailJob")
     for role in ("worker", "ps"):
-        assert COORDINATOR_RESTART not in jobs[role]["spec"]["podFailurePolicy"]["rules"]
+        assert LAUNCHER_RESTART not in jobs[role]["spec"]["podFailurePolicy"]["rules"]
+
+
+@pytest.mark.parametrize("seconds", [240, 0])
+def test_with_the_self_fence_every_tasks_restart_spends_no_retry(seconds):
+    """Issue 43, split brain: a task whose self-fence stops it exits 6 (nodeLoss.selfFenceSeconds):
+    every role's Job retries that without counting, before any FailJob rule; the launchers and the
+    fence get the bound. Off (0), only the roles that restart for a lost peer keep the rule."""
+    values = {
+        "strategy": "parameterServer",
+        "nodeLoss": {"selfFenceSeconds": seconds},
+        "roles": {"chief": {"replicas": 1}, "ps": {"replicas": 1}, "evaluator": {"replicas": 1}},
+        "job": {"nonRetryableExitCodes": list(range(1, 42)), "restartExitCodes": [42]},
+    }
+    jobs = {d["metadata"]["name"].split("-")[3]: d for d in render(values) if d["kind"] == "Job"}
+    for role, job in jobs.items():
+        rules = job["spec"]["podFailurePolicy"]["rules"]
+        has = LAUNCHER_RESTART in rules
+        assert has == (bool(seconds) or role == "chief"), (role, rules)
+        if has:
+            assert rules.index(LAUNCHER_RESTART) < [r["action"] for r in rules].index("FailJob"), rules
+        pod = job["spec"]["template"]["spec"]
+        for c in pod["containers"] + [c for c in pod.get("initContainers", []) if c["name"] == "tf-cluster-agent"]:
+            env = {e["name"]: e.get("value") for e in c["env"]}
+            assert env["TF_CLUSTER_SELF_FENCE"] == str(seconds), (role, c["name"])
+    with pytest.raises(RenderError, match="selfFenceSeconds"):
+        render({**values, "nodeLoss": {"selfFenceSeconds": 30}})  # below the minimum: refused
+
+
+def test_a_collective_tasks_restart_for_a_new_leader_spends_no_retry():
+    """Issue 43, a lost leader: a MultiWorkerMirrored chief's or worker's launcher exits 6 when the
+    leader's name answers with its replacement (its collectives wait on the old one); that restart
+    is ignored by its Job, before any FailJob rule (from-tfjob's ExitCode policy fails on 1-127).
+    The evaluator is not in the collective."""
+    values = {
+        "strategy": "multiWorkerMirrored",
+        "roles": {"chief": {"replicas": 1}, "worker": {"replicas": 2}, "evaluator": {"replicas": 1}},
+        "job": {"nonRetryableExitCodes": list(range(1, 42)), "restartExitCodes": [42]},
+        "nodeLoss": {"selfFenceSeconds": 0},
+    }
+    jobs = {d["metadata"]["name"].split("-")[3]: d for d in render(values) if d["kind"] == "Job"}
+    for role in ("chief", "worker"):
+        rules = jobs[role]["spec"]["podFailurePolicy"]["rules"]
+        assert rules.index(LAUNCHER_RESTART) < [r["action"] for r in rules].index("FailJob"), rules
+    assert LAUNCHER_RESTART not in jobs["evaluator"]["spec"]["podFailurePolicy"]["rules"]
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)

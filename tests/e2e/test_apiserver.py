@@ -779,6 +779,67 @@ def test_the_launchers_informer_lists_once_follows_a_watch_and_stops_at_once(
     assert time.monotonic() - t0 < 2
 
 
+def test_the_self_fence_hears_the_api_server_within_its_bound_and_stops_a_task_that_cannot(
+    apiserver, namespace, tmp_path, monkeypatch
+):
+    """Issue 43, split brain: the agent's self-fence (selffence.py) watches its own pod, its watch
+    ending every quarter of the bound so that a request gets an answer that often (only a round
+    trip proves the server heard the node). Against the real API server a healthy task never
+    self-fences; against an API server that no longer answers, it does, within the bound."""
+    api = apiserver["api"]
+    from kubernetes import client
+
+    sys.path.insert(0, str(LAUNCHER.parent))
+    import tf_cluster_launcher.kubeapi as launcher_kubeapi
+    import tf_cluster_launcher.selffence as launcher_selffence
+
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "fencer"}})
+    rbac.create_namespaced_role(
+        namespace,
+        {
+            "metadata": {"name": "fencer"},
+            "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]}],
+        },
+    )
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "fencer"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "fencer"},
+            "subjects": [{"kind": "ServiceAccount", "name": "fencer", "namespace": namespace}],
+        },
+    )
+    monkeypatch.setattr(launcher_kubeapi, "SA_DIR", str(token_for(apiserver, namespace, "fencer", tmp_path)))
+    monkeypatch.setenv("TF_CLUSTER_POD_NAME", "r-worker-0-abcde")
+    monkeypatch.setenv("TF_CLUSTER_NAMESPACE", namespace)
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+
+    def fence(port: int, bound: float, seconds: float) -> tuple[list[str], list[float]]:
+        monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
+        launcher_kubeapi.ANSWERED.clear()
+        told, silences, stop = [], [], threading.Event()
+        t = threading.Thread(target=launcher_selffence.self_fence_loop, args=(stop, bound, told.append, 0.5))
+        t.start()
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not told:
+            silences.append(launcher_kubeapi.silent_for() or 0.0)
+            time.sleep(0.25)
+        stop.set()
+        t.join(10)
+        return told, silences
+
+    # healthy: 16 s at a bound of 8 s (the watch ends every 2 s), never silent for half the bound
+    told, silences = fence(apiserver["port"], 8, 16)
+    assert not told, told
+    assert max(silences) < 4, f"the API server's answers came {max(silences):.1f}s apart"
+    # an API server that does not answer (nothing listens there): the task stops within the bound
+    t0 = time.monotonic()
+    told, _ = fence(free_port(), 4, 15)
+    assert told and "no answer from the API server for 4s" in told[0], told
+    assert time.monotonic() - t0 < 4 + 1.5
+
+
 def no_claims_values(tmp_path) -> Path:
     """Values without a claim: a claim's finalizer needs kube-controller-manager, absent here."""
     f = tmp_path / "no-claims.yaml"

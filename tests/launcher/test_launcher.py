@@ -8,6 +8,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -20,9 +21,12 @@ sys.path.insert(0, str(LAUNCHER.parent))
 import tf_cluster_launcher.common as launcher_common  # noqa: E402
 import tf_cluster_launcher.dns as launcher_dns  # noqa: E402
 import tf_cluster_launcher.fencing as launcher_fencing  # noqa: E402
+import tf_cluster_launcher.incarnation as launcher_incarnation  # noqa: E402
 import tf_cluster_launcher.informer as launcher_informer  # noqa: E402
 import tf_cluster_launcher.leader as launcher_leader  # noqa: E402
 import tf_cluster_launcher.peerpods as launcher_peerpods  # noqa: E402
+import tf_cluster_launcher.selffence as launcher_selffence  # noqa: E402
+import tf_cluster_launcher.task as launcher_task  # noqa: E402
 import tf_cluster_launcher.tfconfig as launcher_tfconfig  # noqa: E402
 
 
@@ -516,3 +520,152 @@ def test_the_fence_reads_the_api_servers_clock_not_this_nodes():
     deleted["status"]["phase"] = "Running"
     assert launcher_fencing.stranded(deleted, local, 10)  # on this node's clock: 35 s past the deadline
     assert not launcher_fencing.stranded(deleted, local + offset, 10)  # on the server's: 5 s, within the margin
+
+
+def mwms(role, index, chief=False):
+    cluster = {"worker": ["r-worker-0.r:2222", "r-worker-1.r:2222", "r-worker-2.r:2222"]}
+    if chief:
+        cluster["chief"] = ["r-chief-0.r:2222"]
+    return json.dumps({"cluster": cluster, "task": {"type": role, "index": index}})
+
+
+def test_under_multiworkermirrored_every_task_but_the_leader_watches_the_leaders_name():
+    assert launcher_incarnation.leader_to_watch(mwms("worker", 1), "multiWorkerMirrored", "worker", 1) == "r-worker-0.r"
+    assert launcher_incarnation.leader_to_watch(mwms("worker", 0), "multiWorkerMirrored", "worker", 0) is None
+    with_chief = mwms("worker", 0, chief=True)
+    assert launcher_incarnation.leader_to_watch(with_chief, "multiWorkerMirrored", "worker", 0) == "r-chief-0.r"
+    assert launcher_incarnation.leader_to_watch(with_chief, "multiWorkerMirrored", "chief", 0) is None
+    assert launcher_incarnation.leader_to_watch(with_chief, "multiWorkerMirrored", "evaluator", 0) is None
+    assert launcher_incarnation.leader_to_watch(mwms("worker", 1), "parameterServer", "worker", 1) is None
+    assert launcher_incarnation.leader_to_watch("", "multiWorkerMirrored", "worker", 0) is None
+
+
+def test_a_new_address_of_the_leaders_name_is_a_new_incarnation_and_a_missing_one_is_not():
+    """Issue 43, a lost leader: survivors of a MultiWorkerMirrored run whose leader's node was lost
+    waited on it forever (850 s without a step on the harness). The leader's name answering with a
+    new address (its replacement's pod) is what restarts them; a name that stops resolving (the
+    leader finished, or is between pods) or adds an address is not."""
+    answers = iter([{"10.0.0.5"}, set(), {"10.0.0.5"}, {"10.0.0.5", "10.0.1.7"}, set(), {"10.0.1.7"}, {"10.0.2.9"}])
+    seen = []
+    stop = threading.Event()
+    launcher_incarnation.watch_incarnation(
+        "r-worker-0.r", stop, lambda *a: seen.append(a), every=0.001, resolve=lambda h: frozenset(next(answers))
+    )
+    assert seen == [("r-worker-0.r", ["10.0.0.5"], ["10.0.1.7"])]
+    assert next(answers) == {"10.0.2.9"}, "it stops watching once it said so"
+    # a name that did not resolve when the program started: its first address is the baseline
+    answers = iter([set(), {"10.0.0.5"}, {"10.0.0.5"}, {"10.0.3.3"}])
+    launcher_incarnation.watch_incarnation(
+        "r-worker-0.r", stop, lambda *a: seen.append(a), every=0.001, resolve=lambda h: frozenset(next(answers))
+    )
+    assert seen[-1] == ("r-worker-0.r", ["10.0.0.5"], ["10.0.3.3"])
+
+
+def test_a_task_whose_leader_was_replaced_stops_its_program_and_exits_6(tmp_path, monkeypatch):
+    """The launcher's side of it, around a real child: the child stopped within the grace, exit 6
+    (its Job retries it without counting: tests/chart), the log says why."""
+    monkeypatch.setenv("TF_CLUSTER_STRATEGY", "multiWorkerMirrored")
+    monkeypatch.setenv("TF_CLUSTER_ROLE", "worker")
+    monkeypatch.setenv("TF_TASK_INDEX", "1")
+    monkeypatch.setenv("TF_CONFIG", mwms("worker", 1))
+    monkeypatch.setenv("TF_CLUSTER_WAIT_FOR_PEERS", "false")
+    monkeypatch.setenv("TF_CLUSTER_INCARNATION_SECONDS", "0.05")
+    monkeypatch.delenv("TF_CLUSTER_AGENT_DIR", raising=False)
+    answers = iter([{"10.0.0.5"}] * 5 + [{"10.0.1.7"}] * 1000)
+    monkeypatch.setattr(launcher_incarnation, "addresses", lambda h: frozenset(next(answers)))
+    run = launcher_task.TaskRun(
+        [sys.executable, "-c", "import time; time.sleep(60)"], {}, {"proc": None, "starting": False}, 5.0, None, None
+    )
+    t0 = time.monotonic()
+    assert run.run() == launcher_common.EXIT_PEER_LOST == 6
+    assert time.monotonic() - t0 < 10
+
+
+@pytest.mark.parametrize(
+    "strategy,role,want",
+    [("multiWorkerMirrored", "worker", 1), ("multiWorkerMirrored", "evaluator", 6), ("parameterServer", "worker", 6)],
+)
+def test_a_commands_own_exit_6_counts_where_its_job_would_retry_6_for_free(tmp_path, strategy, role, want):
+    """Exit 6 is the launcher's restart, retried without counting: a program that exits 6 by
+    itself, under that rule, would be retried forever. The launcher reports it as 1 there, and
+    leaves it as it is where the Job counts 6."""
+    p = start(
+        [sys.executable, "-c", "import sys; sys.exit(6)"],
+        tmp_path,
+        TF_CLUSTER_STRATEGY=strategy,
+        TF_CLUSTER_ROLE=role,
+        TF_CLUSTER_WAIT_FOR_PEERS="false",
+    )
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == want, err
+    if want == 1:
+        assert "command exited with 6, the code this launcher keeps for its restart" in err, err
+
+
+@pytest.mark.parametrize(
+    "ready,since,want",
+    [
+        ("True", None, False),  # its node still reports it Ready: a live kubelet, not a lost node
+        ("False", "2026-11-25T11:58:00Z", False),  # not Ready 125 s: within the self-fence's 240 + 10
+        ("False", "2026-11-25T11:55:50Z", True),  # 255 s: a cut-off task has stopped its program
+        (None, None, False),  # no Ready condition: nothing says its node went away
+    ],
+)
+def test_the_fence_waits_out_the_self_fence_on_the_pods_not_ready_time(ready, since, want):
+    """Issue 43, split brain: the fence replaced a pod whose node was cut off from the control plane
+    alone while its task still trained. With the self-fence on (240 s), the fence also waits until
+    the pod has been not Ready for the bound plus its margin, on the API server's clock."""
+    now = launcher_leader.parse_time("2026-11-25T12:00:05Z")
+    conditions = [{"type": "Ready", "status": ready, "lastTransitionTime": since}] if ready else []
+    pod = {
+        "metadata": {"name": "p", "deletionTimestamp": "2026-11-25T11:59:50Z"},
+        "status": {"phase": "Running", "conditions": conditions},
+    }
+    assert launcher_fencing.stranded(pod, now, after=10, self_fence=240) is want
+    assert launcher_fencing.stranded(pod, now, after=10), "without the self-fence: past the deadline is enough"
+
+
+def test_a_task_stops_its_program_when_it_cannot_hear_the_api_server_or_its_pod_failed():
+    running = {"status": {"phase": "Running"}}
+    assert launcher_selffence.stop_reason(running, 239.0, 240) is None
+    why = launcher_selffence.stop_reason(running, 240.0, 240)
+    assert why and "no answer from the API server for 240s" in why and "nodeLoss.selfFenceSeconds" in why
+    assert launcher_selffence.stop_reason(None, 10.0, 240) is None  # not seen yet: only the silence counts
+    fenced = {"status": {"phase": "Failed", "reason": "NodeLost"}}
+    assert "marked Failed (NodeLost)" in launcher_selffence.stop_reason(fenced, 0.0, 240)
+    # a kubelet that stopped reporting while this agent still hears the API server: the pod
+    # deleted (evicted) and not Ready; it stops before the fence's bound, by the stop's margin
+    not_ready = {"type": "Ready", "status": "False", "lastTransitionTime": "2026-11-25T12:00:00Z"}
+    evicted = {
+        "metadata": {"deletionTimestamp": "2026-11-25T12:01:00Z"},
+        "status": {"phase": "Running", "conditions": [not_ready]},
+    }
+    t0 = launcher_leader.parse_time("2026-11-25T12:00:00Z")
+    assert launcher_selffence.stop_reason(evicted, 1.0, 240, t0 + 209, margin=30) is None
+    why = launcher_selffence.stop_reason(evicted, 1.0, 240, t0 + 210, margin=30)
+    assert why and "deleted and has been not Ready for 210s" in why, why
+    # not Ready while it starts (an init container installing packages), not deleted: no reason
+    starting = {"metadata": {}, "status": {"phase": "Pending", "conditions": [not_ready]}}
+    assert launcher_selffence.stop_reason(starting, 1.0, 240, t0 + 1000, margin=30) is None
+
+
+def test_the_self_fence_stops_the_program_and_the_task_exits_6(tmp_path):
+    """The training container's side: the agent's `stop` file ends a running program (exit 6, which
+    its Job retries without counting) and keeps a waiting one from starting."""
+    env = {
+        "TF_CLUSTER_AGENT_DIR": str(tmp_path),
+        "TF_CLUSTER_SELF_FENCE": "240",
+        "TF_CLUSTER_WAIT_FOR_PEERS": "false",
+        "TF_CLUSTER_STOP_GRACE": "5",
+    }
+    p = start([sys.executable, "-c", "import time; print('training', flush=True); time.sleep(60)"], tmp_path, **env)
+    assert p.stdout.readline().strip() == "training"
+    (tmp_path / "stop").write_text("no answer from the API server for 240s\n")
+    t0 = time.monotonic()
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 6, err
+    assert time.monotonic() - t0 < 5, "the agent's file is read every second"
+    assert "self-fence: stopping the program (exit 6): no answer from the API server for 240s" in err, err
+    p = start([sys.executable, "-c", "print('training')"], tmp_path, **env)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 6 and "training" not in out and "not starting (exit 6)" in err, err

@@ -69,9 +69,14 @@ podFailurePolicy:
       onPodConditions:
         - type: DisruptionTarget
           status: "True"
-    {{- if and (eq .context.Values.strategy "parameterServer") (eq .role "chief") (include "tf-cluster.fences" .context) }}
-    # The coordinator restarts itself (launcher exit 6) to reconnect to a worker or ps replaced after
-    # its node was lost: retried without counting, as an eviction (it is not the coordinator's failure).
+    {{- $coordinator := and (eq .context.Values.strategy "parameterServer") (eq .role "chief") (include "tf-cluster.fences" .context) }}
+    {{- $collective := and (eq .context.Values.strategy "multiWorkerMirrored") (has .role (list "chief" "worker")) }}
+    {{- $selfFences := ne (include "tf-cluster.selfFenceSeconds" .context) "0" }}
+    {{- if or $coordinator $collective $selfFences }}
+    # The launcher restarts its task (exit 6) to reconnect to a peer replaced after its node was lost
+    # (the ParameterServer coordinator to a worker or ps; a MultiWorkerMirrored task to a new leader),
+    # or when its self-fence stops it (nodeLoss.selfFenceSeconds): retried without counting, as an
+    # eviction (it is not this task's failure).
     - action: Ignore
       onExitCodes:
         containerName: tensorflow

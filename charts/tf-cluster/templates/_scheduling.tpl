@@ -126,6 +126,12 @@ single
 {{- if and .Values.nodeLoss.fence .Values.rbac.create -}}true{{- end -}}
 {{- end -}}
 
+{{/* The self-fence's bound in seconds (nodeLoss.selfFenceSeconds; files/tf_cluster_launcher/selffence.py),
+     "0" when off: with no fence, nothing starts a replacement a cut-off task could run beside. */}}
+{{- define "tf-cluster.selfFenceSeconds" -}}
+{{- if include "tf-cluster.fences" . -}}{{ int .Values.nodeLoss.selfFenceSeconds }}{{- else -}}0{{- end -}}
+{{- end -}}
+
 {{/* A role's tolerations, as a JSON list: its own, then the lost-node ones of
      nodeLoss.tolerationSeconds unless the role tolerates those keys itself.
      Usage: include "tf-cluster.tolerations" (dict "context" $ "role" $role) | fromJsonArray */}}

@@ -11,7 +11,9 @@ Expected outcomes (docs/user-guide/lost-nodes.md, the node rows) are asserted wi
   controller manager's 50 s grace, evicts its pods after nodeLoss.tolerationSeconds (30 s),
   and their deletion deadline passes terminationGracePeriodSeconds later with no kubelet to
   confirm; the launchers of the other tasks then fence the stranded pod (mark it Failed), its
-  Job replaces it on another node and training resumes from the checkpoint;
+  Job replaces it on another node and training resumes from the checkpoint; when the lost task
+  was the MultiWorkerMirrored leader, the survivors restart (on their own, or by their launchers
+  once the leader's name answers with its replacement) and join the new one;
 - a cut-off node that comes back stops the fenced pod at once (its kubelet finds it deleted):
   two live pods of one task exist only while the old one cannot reach anything;
 - `kubectl drain`: evictions, not counted as failures; the tasks resume on the other nodes.
@@ -29,6 +31,7 @@ import yaml
 from test_cluster import (
     EX,
     INDEX,
+    JOB_NAME,
     KUBECONFIG,
     all_complete,
     epochs,
@@ -36,6 +39,7 @@ from test_cluster import (
     launcher_events,
     log,
     pods_of,
+    pv_path_of,
     say,
     tf_cluster_of,
     wait,
@@ -59,6 +63,7 @@ LOST = node_config.EXTRA_NODES[-1]  # the node the faults take away (never the c
 KUBECTL = node_config.ROOT / ".tools" / "bin" / "kubectl"
 # the launchers' fence, the lost-node tolerations and the grace period of these releases (the bound)
 GRACE_S, TOLERATION_S = 20, 30
+SELF_FENCE_S = 90  # the self-fence's bound (its minimum): the fence waits it out after NotReady
 NODE_MONITOR_GRACE_S = 50  # kube-controller-manager's default --node-monitor-grace-period (1.32+)
 
 
@@ -82,7 +87,7 @@ def spread(tmp_path: Path, release: str, **extra) -> Path:
         "storage": {"checkpoints": {"type": "pvc", "size": "1Gi", "accessModes": ["ReadWriteMany"]}},
         "job": {"terminationGracePeriodSeconds": GRACE_S},
         "launcher": {"stopGraceSeconds": GRACE_S // 2},
-        "nodeLoss": {"tolerationSeconds": TOLERATION_S, "fenceCheckSeconds": 5},
+        "nodeLoss": {"tolerationSeconds": TOLERATION_S, "fenceCheckSeconds": 5, "selfFenceSeconds": SELF_FENCE_S},
         "scheduling": {"singleNode": False},  # the examples put ReadWriteOnce claims on one node
         **extra,
     }
@@ -121,32 +126,70 @@ def wait_until(check, what: str, timeout: float, every: float = 1.0):
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def worker_on(api, ns: str, node: str, epoch: int) -> str:
-    """The worker pod on `node`, once it has reported `epoch` (training is under way)."""
+def task_on(api, ns: str, node: str, epoch: int, role: str = "worker") -> str:
+    """The `role` pod on `node`, once it has reported `epoch` (training is under way)."""
     pod = wait_until(
-        lambda: next((p for p, n in placement(api, ns).items() if n == node and "-worker-" in p), None),
-        f"a worker placed on {node}",
+        lambda: next((p for p, n in placement(api, ns).items() if n == node and f"-{role}-" in p), None),
+        f"a {role} placed on {node}",
         300,
     )
-    index = next(p.metadata.labels[INDEX] for p in pods_of(api, ns, "-worker-") if p.metadata.name == pod)
+    index = next(p.metadata.labels[INDEX] for p in pods_of(api, ns, f"-{role}-") if p.metadata.name == pod)
     release = pod.split("-tf-cluster-")[0]
     wait_for_log(
-        api, ns, release, "-worker-", index, lambda t: progress.TaskProgress.of_log(t).progress.get("epoch", 0) >= epoch
+        api,
+        ns,
+        release,
+        f"-{role}-",
+        index,
+        lambda t: progress.TaskProgress.of_log(t).progress.get("epoch", 0) >= epoch,
     )
     return pod
 
 
-def mwms_over_three_nodes(api, ns: str, tmp_path: Path, release: str, n_epochs: int, node: str) -> str:
-    """MultiWorkerMirrored, one worker per node (~9 s epochs); returns the worker on `node` once
-    it reported epoch 2 (the fault lands mid-run)."""
+def mwms_over_three_nodes(
+    api, ns: str, tmp_path: Path, release: str, n_epochs: int, node: str, leader_on_it: bool = False, sets=()
+) -> str:
+    """MultiWorkerMirrored, one task per node (~9 s epochs); returns the task on `node` once it
+    reported epoch 2 (the fault lands mid-run). Three workers (the node holds any of them), or,
+    with `leader_on_it`, a chief (the coordination service's leader) on `node` and two workers on
+    the others: the chief prefers `node` and the workers may not use it."""
+    if not leader_on_it:
+        install(
+            ns,
+            release,
+            EX / "mwms-cpu.yaml",
+            spread(tmp_path, release),
+            sets=("roles.worker.replicas=3", *epochs(n_epochs, 300), *sets),
+        )
+        return task_on(api, ns, node, epoch=2)
+    on_it = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+    roles = {
+        # preferred, not required: its replacement must be placed elsewhere once `node` is lost
+        "chief": {
+            "replicas": 1,
+            "affinity": {
+                "nodeAffinity": {
+                    "preferredDuringSchedulingIgnoredDuringExecution": [
+                        {"weight": 100, "preference": {"matchExpressions": [on_it]}}
+                    ]
+                }
+            },
+        },
+        "worker": {
+            "replicas": 2,
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{**on_it, "operator": "NotIn"}]}]
+                    }
+                }
+            },
+        },
+    }
     install(
-        ns,
-        release,
-        EX / "mwms-cpu.yaml",
-        spread(tmp_path, release),
-        sets=("roles.worker.replicas=3", *epochs(n_epochs, 300)),
+        ns, release, EX / "mwms-cpu.yaml", spread(tmp_path, release, roles=roles), sets=(*epochs(n_epochs, 300), *sets)
     )
-    return worker_on(api, ns, node, epoch=2)
+    return task_on(api, ns, node, epoch=2, role="chief")
 
 
 @pytest.fixture
@@ -247,7 +290,7 @@ def lost_node_timeline(api, ns: str, victim: str, t_fault: float) -> dict[str, f
     job = pod.metadata.labels["batch.kubernetes.io/job-name"]
     later = [
         p
-        for p in pods_of(api, ns, "-worker-")
+        for p in pods_of(api, ns, job)
         if p.metadata.labels[INDEX] == index
         and p.metadata.labels["batch.kubernetes.io/job-name"] == job
         and p.metadata.creation_timestamp > pod.metadata.creation_timestamp
@@ -280,24 +323,28 @@ def fence_lines(api, ns: str, lost: str) -> list[str]:
     ]
 
 
-# The bound docs/user-guide/lost-nodes.md states for a lost node: NotReady after the node monitor's grace, evicted
-# after the tolerations, the deletion deadline after the grace period, fenced within a check and
-# its margin, and a replacement running within a minute of that (placement, image, TF start).
-BOUND_S = NODE_MONITOR_GRACE_S + 10 + TOLERATION_S + GRACE_S + 10 + 5 + 60
+# The bound docs/user-guide/lost-nodes.md states for a lost node: NotReady after the node monitor's grace, then
+# the later of the deletion deadline (evicted after the tolerations, the grace period after that)
+# and the self-fence's bound, fenced within a check and its margin, and a replacement running
+# within a minute of that (placement, image, TF start).
+BOUND_S = NODE_MONITOR_GRACE_S + 10 + max(TOLERATION_S + GRACE_S, SELF_FENCE_S) + 10 + 5 + 60
 
 
-# CI runs the kill (every process and the link at once); the cut-off node (its pods live on,
-# unseen, and stop when it rejoins: ~5 min) runs in `make check-all`
+# CI runs the kill (every process and the link at once) of the MultiWorkerMirrored leader's node;
+# the cut-off node (its pods live on, unseen, and stop when it rejoins: ~5 min; any worker) runs in
+# `make check-all`
 @pytest.mark.parametrize("fault", ["kill", pytest.param("partition", marks=pytest.mark.extended)])
 def test_a_node_lost_mid_run_is_fenced_and_training_resumes_on_the_others(api, ns, tmp_path, lost_node, fault):
-    """MultiWorkerMirrored, one worker per node; the third node dies (kill: every process and its
-    link at once) or is cut off (partition: its pods live on, unseen), at epoch 2."""
+    """MultiWorkerMirrored, one task per node; the third node dies (kill: every process and its
+    link at once, with the chief on it: the leader whose coordination service every task uses) or
+    is cut off (partition: its pods live on, unseen; three workers, any of them on it), at epoch 2."""
     from kubernetes import client
 
     release = "lost"
+    leader_lost = fault == "kill"
     # 6 epochs: the fault lands at epoch 2, and the others cannot finish one more without the lost
-    # worker (every step is an all-reduce over the three), so the run outlasts the fence
-    victim = mwms_over_three_nodes(api, ns, tmp_path, release, 6, lost_node)
+    # task (every step is an all-reduce over the three), so the run outlasts the fence
+    victim = mwms_over_three_nodes(api, ns, tmp_path, release, 6, lost_node, leader_on_it=leader_lost)
     t_fault, _, _ = node_fault(fault, str(LOST.index))
     core = client.CoreV1Api(api)
     fenced = wait_until(
@@ -314,6 +361,7 @@ def test_a_node_lost_mid_run_is_fenced_and_training_resumes_on_the_others(api, n
     # read before the node may come back: its kubelet then removes the fenced pod
     timeline = lost_node_timeline(api, ns, victim, t_fault)
     victim_pod = core.read_namespaced_pod(victim, ns)
+    role, victim_job = victim_pod.metadata.labels["app.kubernetes.io/component"], victim_pod.metadata.labels[JOB_NAME]
     if fault == "partition":
         # two live pods of worker <index> for as long as the old one is cut off, never after:
         # the node comes back and its kubelet stops the fenced pod
@@ -348,19 +396,128 @@ def test_a_node_lost_mid_run_is_fenced_and_training_resumes_on_the_others(api, n
     ]
     assert any(victim in m for m in fenced_events), f"no FencedPeer Event names {victim}: {fenced_events}"
     assert victim_pod.status.reason == "NodeLost", victim_pod.status
-    (job,) = snap.jobs.values()
+    job = snap.jobs[victim_job]
     replacement = [
         p
-        for p in pods_of(api, ns, "-worker-")
+        for p in pods_of(api, ns, victim_job)
         if p.metadata.labels[INDEX] == victim_pod.metadata.labels[INDEX] and p.status.phase == "Succeeded"
     ]
     assert replacement and replacement[0].spec.node_name != lost_node
     resumed = progress.TaskProgress.of_log(log(api, ns, replacement[0].metadata.name)).resumed_at()
     say(
-        f"worker {victim_pod.metadata.labels[INDEX]} resumed at epoch {resumed[-1] if resumed else None} on "
+        f"{role} {victim_pod.metadata.labels[INDEX]} resumed at epoch {resumed[-1] if resumed else None} on "
         f"{replacement[0].spec.node_name}; Job failures counted: {job.status.failed or 0} "
         f"(backoffLimitPerIndex {job.spec.backoff_limit_per_index})"
     )
+    assert resumed and resumed[-1] >= 2, "training resumes from the checkpoint, not from epoch 0"
+    if leader_lost:
+        # The survivors cannot go on with a new leader: either their TensorFlow notices the lost one
+        # (its coordination service's heartbeat times out: exit 1, a failure their Job counts), or,
+        # when it waits on the vanished machine with no error (measured: 850 s without a step),
+        # their launchers see the leader's name answer with its replacement's address and restart
+        # them (exit 6, which their Job retries without counting). A survivor's replacement that
+        # started while the old leader was still published is restarted too when the new one shows.
+        workers = sorted(pods_of(api, ns, "-worker-"), key=lambda p: p.metadata.creation_timestamp)
+        ends = {}
+        for p in (p for p in workers if p.status.phase == "Failed"):
+            (cs,) = [c for c in p.status.container_statuses if c.name == "tensorflow"]
+            text, code = log(api, ns, p.metadata.name), cs.state.terminated.exit_code
+            by_launcher = code == 6 and "the coordination leader" in text and "was replaced" in text
+            by_tensorflow = code == 1 and "CoordinationService" in text
+            assert by_launcher or by_tensorflow, f"{p.metadata.name} exit {code}: {text[-2000:]}"
+            ends.setdefault(p.metadata.labels[INDEX], []).append(
+                "launcher (exit 6)" if by_launcher else "TensorFlow (exit 1)"
+            )
+        say(f"the survivors restarted after the leader was lost, by: {ends}")
+        assert sorted(ends) == ["0", "1"], ends  # both survivors, and only for these two reasons
+    model_exported(api, ns, release)
+
+
+WRITERS_LOG = ("env[2].name=WRITERS_LOG", "env[2].value=writers.log")  # common.WritersLog, on the claim
+
+
+def writers(api, ns: str, release: str) -> dict[str, list[tuple[float, float, str]]]:
+    """task -> [(first, last write, pod)] of each incarnation that trained, in time order, from the
+    lines every task appended to the shared claim while it trained (WRITERS_LOG)."""
+    import json
+
+    path = pv_path_of(api, ns, f"{release}-tf-cluster-checkpoints") / "checkpoints" / "writers.log"
+    spans: dict[str, dict[str, list[float]]] = {}
+    for line in path.read_text().splitlines():
+        w = json.loads(line)
+        span = spans.setdefault(w["task"], {}).setdefault(w["pod"], [w["t"], w["t"]])
+        span[0], span[1] = min(span[0], w["t"]), max(span[1], w["t"])
+    return {task: sorted((a, b, pod) for pod, (a, b) in pods.items()) for task, pods in spans.items()}
+
+
+def test_a_node_cut_off_from_the_control_plane_stops_its_task_before_the_fence_replaces_it(
+    api, ns, tmp_path, lost_node
+):
+    """Issue 43, split brain: the MultiWorkerMirrored chief's node loses the control plane alone at
+    epoch 2 (its kubelet and agents cannot reach the API server; its pods still reach the workers
+    and the shared claim). The chief trains on, unseen, until its self-fence stops it
+    (nodeLoss.selfFenceSeconds after the API server's last answer); the fence waits that bound out
+    after the node went NotReady before it marks the pod Failed, and the replacement starts on
+    another node. From the claim itself: no two incarnations of one task ever wrote at once."""
+    from kubernetes import client
+    from node import nodes
+
+    release = "cutoff"
+    # 24 epochs (~9 s each): the chief trains on, cut off, until its self-fence (~100 s), well before the end
+    victim = mwms_over_three_nodes(api, ns, tmp_path, release, 24, lost_node, leader_on_it=True, sets=WRITERS_LOG)
+    core = client.CoreV1Api(api)
+    cid = next(
+        cs.container_id
+        for cs in core.read_namespaced_pod(victim, ns).status.container_statuses or []
+        if cs.name == "tensorflow"
+    )
+    cid = cid.split("://")[-1]
+
+    def chief_running() -> bool:
+        tasks = nodes.ctr("tasks", "list", check=False, sock=LOST.sock).stdout
+        return any(line.startswith(cid) and "RUNNING" in line for line in tasks.splitlines())
+
+    t_fault, _, _ = node_fault("isolate", str(LOST.index))
+    t_stopped = None
+    deadline = time.time() + BOUND_S
+    while time.time() < deadline:  # the chief's container on the isolated node, and the fence
+        if t_stopped is None and not chief_running():
+            t_stopped = time.time()
+            say(f"the cut-off chief's container stopped by itself {t_stopped - t_fault:.0f}s after the cut")
+        if core.read_namespaced_pod(victim, ns).status.phase == "Failed":
+            break
+        time.sleep(2)
+    t_fenced = time.time()
+    assert core.read_namespaced_pod(victim, ns).status.phase == "Failed", f"{victim} not fenced within {BOUND_S}s"
+    assert t_stopped is not None, "the cut-off chief still trained when the fence replaced it: two chiefs"
+    timeline = lost_node_timeline(api, ns, victim, t_fault)
+    timeline.update({"self-fenced": t_stopped - t_fault, "fenced": t_fenced - t_fault})
+    node_fault("heal", str(LOST.index))
+    snap = wait(api, ns, release, timeout=900)
+    all_complete(snap, api, ns, release)
+    timeline["complete"] = time.time() - t_fault
+    say("cut-off node timeline (s after the cut): " + ", ".join(f"{k} {v:.0f}" for k, v in timeline.items()))
+    # its self-fence: the bound after the API server's last answer, which came at most a quarter
+    # of the bound before the cut (the watch's renewal), plus the agent's check (5 s), the stop
+    # grace and 10 s
+    assert timeline["self-fenced"] <= SELF_FENCE_S + SELF_FENCE_S // 4 + 5 + GRACE_S // 2 + 10, timeline
+    spans = writers(api, ns, release)
+    say(
+        "writers (s after the cut): "
+        + "; ".join(
+            f"{task}: " + ", ".join(f"{pod[-5:]} {a - t_fault:.0f}..{b - t_fault:.0f}" for a, b, pod in s)
+            for task, s in sorted(spans.items())
+        )
+    )
+    for task, s in spans.items():  # one writer per task at every moment
+        for (_, b0, p0), (a1, _, p1) in zip(s, s[1:], strict=False):
+            assert b0 < a1, f"{task}: {p0} wrote until {b0 - t_fault:.0f}s, {p1} from {a1 - t_fault:.0f}s"
+    old_chief = [b for a, b, pod in spans["chief:0"] if pod == victim]
+    assert old_chief and old_chief[0] < t_fenced, "the cut-off chief wrote after the fence"
+    assert len(spans["chief:0"]) >= 2, "the chief's replacement trained"
+    resumed = progress.TaskProgress.of_log(
+        log(api, ns, next(p.metadata.name for p in pods_of(api, ns, "-chief-") if p.status.phase == "Succeeded"))
+    ).resumed_at()
     assert resumed and resumed[-1] >= 2, "training resumes from the checkpoint, not from epoch 0"
     model_exported(api, ns, release)
 

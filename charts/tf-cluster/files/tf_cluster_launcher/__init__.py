@@ -67,6 +67,12 @@ Standard library only, so it runs in any image with Python 3.8+.
    known), _peer_wait_seconds, _last_progress_timestamp_seconds, _start_timestamp_seconds and
    _index_failures (TF_CLUSTER_INDEX_FAILURES: the pod's job-index-failure-count annotation).
    Without it the child writes to the launcher's own stdout and stderr, as it always did.
+7. Under MultiWorkerMirrored, every chief and worker but the leader (the chief, else worker 0)
+   looks the leader's name up every TF_CLUSTER_INCARNATION_SECONDS (10) while its command runs
+   (incarnation.py): once it names a new address (the leader's pod was replaced, e.g. after its
+   node was lost and fenced), the task's collectives wait on a leader that no longer exists, and
+   the launcher stops the command and exits 6 so that its Job starts it again, to join the new
+   leader from the last checkpoint.
 
 Exit codes:
     0     the command succeeded, or the leading Job completed and the child was stopped
@@ -76,8 +82,10 @@ Exit codes:
     4     peers did not resolve within TF_CLUSTER_PEER_TIMEOUT (fails this Job at once)
     5     the launcher was misconfigured (no command, unreadable TF_CONFIG, a token that may not
           read the leading Job)
-    6     the ParameterServer coordinator stopped because a peer was lost with its node (fenced):
-          its Job starts it again and it resumes from its checkpoint (retried, not fatal)
+    6     the ParameterServer coordinator stopped because a peer was lost with its node (fenced),
+          or a MultiWorkerMirrored task because its leader was replaced (7.): its Job starts it
+          again without counting a failure and it resumes from its checkpoint. Where its Job
+          reads 6 so, a command's own exit 6 is reported as 1 (a failure its Job counts)
     N     otherwise the command's own exit code; 128+signal if it was killed, or stopped by a
           signal before the run was over (even when it then exited 0)
 

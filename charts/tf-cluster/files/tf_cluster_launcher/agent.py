@@ -14,6 +14,7 @@ training container's launcher through files in a directory that only it can writ
     peers       the peer wait's verdict: "ok", "missing <host> ...", or "no-api" (the launcher then
                 waits on DNS itself); a second line says what happened, for the task's log
     peer-lost   the ParameterServer coordinator's peers lost with their node: it restarts
+    stop        the self-fence (selffence.py): why the program must stop now; the task exits 6
 
 It runs until the pod's containers stop (SIGTERM from the kubelet once the training container has
 exited) and exits 0.
@@ -31,9 +32,10 @@ from .events import EVENTS
 from .fencing import fence_loop, fences
 from .leader import leader_condition_at_start, record_leader_event, watch_leader
 from .peerpods import peer_service, wait_for_peer_pods
+from .selffence import self_fence_loop
 from .tfconfig import peers_needed
 
-LEADER, PEERS, PEER_LOST = "leader", "peers", "peer-lost"
+LEADER, PEERS, PEER_LOST, STOP = "leader", "peers", "peer-lost", "stop"
 
 
 def agent_file(name: str) -> str:
@@ -84,6 +86,10 @@ class Agent:
         if fencer and float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0:
             on_lost = self.on_peer_lost if self.coordinator else None
             threading.Thread(target=fence_loop, daemon=True, args=(self.stop, on_lost)).start()
+        bound = float(env("TF_CLUSTER_SELF_FENCE", "0") or 0)
+        if bound > 0 and env("TF_CLUSTER_POD_NAME"):
+            args = (self.stop, bound, lambda why: tell(STOP, why))
+            threading.Thread(target=self_fence_loop, daemon=True, args=args).start()
         if hosts and env("TF_CLUSTER_WAIT_FOR_PEERS", "true") == "true":
             self.wait_for_peers(hosts)
         self.stop.wait()

@@ -20,19 +20,37 @@ if TYPE_CHECKING:
     import threading
 
 
-def stranded(pod: dict[str, Any], now: float, after: float) -> bool:
-    """Is `pod` deleted but unfinished `after` seconds past its deletion deadline (no kubelet ended it)?"""
+def stranded(pod: dict[str, Any], now: float, after: float, self_fence: float = 0) -> bool:
+    """Is `pod` deleted but unfinished `after` seconds past its deletion deadline (no kubelet ended
+    it)? With `self_fence` (selffence.py), also only once it has been not Ready (its node NotReady)
+    for `self_fence` + `after` seconds: by then its task, if it lives on cut off, has stopped."""
     deadline = parse_time(pod.get("metadata", {}).get("deletionTimestamp") or "")
     phase = pod.get("status", {}).get("phase")
-    return deadline is not None and phase not in ("Succeeded", "Failed") and now - deadline >= after
+    if deadline is None or phase in ("Succeeded", "Failed") or now - deadline < after:
+        return False
+    if self_fence > 0:
+        since = not_ready_since(pod)
+        return since is not None and now - since >= self_fence + after
+    return True
 
 
-def fence_stranded(namespace: str, pods: list[dict[str, Any]], after: float, now: float | None = None) -> list[str]:
+def not_ready_since(pod: dict[str, Any]) -> float | None:
+    """When the pod's Ready condition turned False (the node lifecycle controller does so for
+    every pod of a node it finds NotReady), or None while it is True (or unknown)."""
+    for c in pod.get("status", {}).get("conditions") or []:
+        if c.get("type") == "Ready" and c.get("status") != "True":
+            return parse_time(c.get("lastTransitionTime") or "")
+    return None
+
+
+def fence_stranded(
+    namespace: str, pods: list[dict[str, Any]], after: float, now: float | None = None, self_fence: float = 0
+) -> list[str]:
     """Mark Failed those of `pods` stranded on a lost node; returns their names."""
     now = time.time() if now is None else now
     fenced: list[str] = []
     for pod in pods:
-        if not stranded(pod, now, after):
+        if not stranded(pod, now, after, self_fence):
             continue
         name, node = pod["metadata"]["name"], pod.get("spec", {}).get("nodeName", "?")
         # stranded(pod) parsed its deadline: parse_time's None (unparsable) cannot reach the subtraction
@@ -95,6 +113,7 @@ def fence_loop(stop_event: threading.Event, on_peer_lost: Callable[[list[str]], 
     until TCP gives up, ~15 minutes; restarting it reconnects it to the replacement."""
     every = float(env("TF_CLUSTER_FENCE_SECONDS", "0"))
     after = float(env("TF_CLUSTER_FENCE_AFTER", "10"))
+    self_fence = float(env("TF_CLUSTER_SELF_FENCE", "0") or 0)
     namespace, selector = env("TF_CLUSTER_NAMESPACE"), env("TF_CLUSTER_RELEASE_SELECTOR")
     pods = Informer(
         "/api/v1/namespaces/%s/pods" % namespace,
@@ -120,7 +139,7 @@ def fence_loop(stop_event: threading.Event, on_peer_lost: Callable[[list[str]], 
             continue  # no answer from the API server yet to read its clock from
         try:
             # the deletion deadline is the API server's time: compared on its clock, not this node's
-            fenced = fence_stranded(namespace, current, after, now=time.time() + pods.clock_offset)
+            fenced = fence_stranded(namespace, current, after, time.time() + pods.clock_offset, self_fence)
             warned = False
         except (ConfigError, urllib.error.URLError, OSError, ValueError, KeyError) as e:
             if not warned:  # an API outage: said once, retried quietly

@@ -34,8 +34,13 @@ class Informer:
         keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
         page: int | None = None,
         remember_deleted: bool = False,
+        answer_within: float | None = None,
     ) -> None:
         from urllib.parse import quote
+
+        # With `answer_within`: each WATCH lasts at most that long, so that a reader that must know
+        # the API server heard it that recently (the self-fence) sends a request that often.
+        self.answer_within = answer_within
 
         self.remember_deleted = remember_deleted  # keep the last state of deleted objects (gone())
         self.keep = keep or (lambda obj: obj)  # what is kept of each object: a release's pods are big
@@ -135,11 +140,10 @@ class Informer:
                 if rv is None:
                     rv = self._list(sep)
                 self.requests += 1
-                for event in api_watch(
-                    "%s%sresourceVersion=%s" % (self.path, sep, rv),
-                    random.randint(*WATCH_SECONDS),
-                    on_open=self._opened,
-                ):
+                seconds = random.randint(*WATCH_SECONDS)
+                if self.answer_within:
+                    seconds = min(seconds, max(1, int(self.answer_within)))
+                for event in api_watch("%s%sresourceVersion=%s" % (self.path, sep, rv), seconds, on_open=self._opened):
                     obj = event.get("object") or {}
                     rv = obj.get("metadata", {}).get("resourceVersion") or rv
                     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):

@@ -6,12 +6,31 @@ import json
 import os
 import socket
 import ssl
+import time
+import urllib.error
 import urllib.request
 from typing import Any, Callable, Iterator
 
 from .common import ConfigError, env
 
 SA_DIR = os.environ.get("TF_CLUSTER_SA_DIR", "/var/run/secrets/kubernetes.io/serviceaccount")
+
+# When this process last sent a request the API server answered (monotonic, the request's start):
+# a round trip, so the server heard it then. A watch's events or its end on a connection opened
+# earlier are not counted: a cut can leave the server's side of an open stream flowing (measured
+# on the e2e harness: ~60 s of a watch's data after its node's requests stopped getting through).
+# The self-fence reads it.
+ANSWERED: dict[str, float] = {}
+
+
+def answered(at: float) -> None:
+    ANSWERED["at"] = max(at, ANSWERED.get("at", at))
+
+
+def silent_for() -> float | None:
+    """Seconds since the API server last answered, None before its first answer."""
+    at = ANSWERED.get("at")
+    return None if at is None else time.monotonic() - at
 
 
 # ------------------------------------------------------------ leader status
@@ -41,7 +60,14 @@ def api_open(
         data = json.dumps(body).encode()
         headers["Content-Type"] = content_type
     req = urllib.request.Request("https://%s:%s%s" % (host, port, path), data=data, headers=headers, method=method)
-    return urllib.request.urlopen(req, timeout=timeout, context=ctx)
+    start = time.monotonic()
+    try:
+        resp = urllib.request.urlopen(req, timeout=timeout, context=ctx)
+    except urllib.error.HTTPError:
+        answered(start)  # a refusal is an answer too: the server heard the request
+        raise
+    answered(start)
+    return resp
 
 
 def api(

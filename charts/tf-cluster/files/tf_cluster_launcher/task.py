@@ -9,7 +9,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Callable, Sequence
 
-from .agent import LEADER, PEER_LOST, PEERS, agent_file, read_told
+from .agent import LEADER, PEER_LOST, PEERS, STOP, agent_file, read_told
 from .child import start_child, stop_child
 from .common import (
     ABANDONED,
@@ -27,6 +27,7 @@ from .common import (
 )
 from .events import EVENTS
 from .fencing import fence_loop, fences
+from .incarnation import leader_to_watch, watch_incarnation
 from .leader import (
     leader_condition_at_start,
     leader_condition_or_empty,
@@ -168,6 +169,7 @@ class TaskRun:
         self.fencing = threading.Event()  # never set: the fence runs as long as the task
         self.stop_event = threading.Event()  # the child has exited: the helper threads end
         self.peer_lost: dict[str, list[str]] = {}
+        self.restarts = self.self_fences = False  # decided in run()
         # the pod's tf-cluster-agent container does what needs the API and tells this one in files
         self.agent = bool(env("TF_CLUSTER_AGENT_DIR"))
         if self.agent and self.stops_with_leader:
@@ -196,6 +198,13 @@ class TaskRun:
         if env("TF_CONFIG"):
             log(describe(env("TF_CONFIG")))
         fencer = fencer and float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0
+        # the tasks whose Job retries exit 6 without counting (the chart's podFailurePolicy, _job.tpl)
+        self.self_fences = self.agent and float(env("TF_CLUSTER_SELF_FENCE", "0") or 0) > 0
+        self.restarts = (
+            self.self_fences
+            or (self.coordinator and fencer)
+            or (env("TF_CLUSTER_STRATEGY") == "multiWorkerMirrored" and self.role in ("chief", "worker"))
+        )
         if fencer and not self.coordinator and not self.agent:
             threading.Thread(target=fence_loop, daemon=True, args=(self.fencing,)).start()
         if self.metrics is not None:
@@ -207,6 +216,10 @@ class TaskRun:
             return code
         if "leader" in self.outcome:
             return self.finished_exit()
+        told = read_told(STOP).strip() if self.self_fences else ""
+        if told:  # cut off while it waited: its replacement may be starting elsewhere
+            log("not starting (exit %d): %s" % (EXIT_PEER_LOST, told))
+            return self.ended(EXIT_PEER_LOST)
         prepare_child_env()
         log("starting: %s" % " ".join(self.argv))
         self.task["starting"] = True  # a signal from here on waits for the child, then is forwarded to it
@@ -303,6 +316,13 @@ class TaskRun:
             threading.Thread(target=self.watch_peer_lost, daemon=True).start()
         elif coordinator_fences:
             threading.Thread(target=fence_loop, daemon=True, args=(self.fencing, self.on_peer_lost)).start()
+        if self.self_fences:
+            threading.Thread(target=self.watch_self_fence, daemon=True).start()
+        leader = leader_to_watch(env("TF_CONFIG"), env("TF_CLUSTER_STRATEGY"), self.role, self.index)
+        if leader:
+            every = float(env("TF_CLUSTER_INCARNATION_SECONDS", "10"))
+            args = (leader, self.stop_event, self.on_leader_replaced, every)
+            threading.Thread(target=watch_incarnation, daemon=True, args=args).start()
         rc = proc.wait()
         self.stop_event.set()
         echo.join(5)
@@ -329,6 +349,30 @@ class TaskRun:
         self.peer_lost["names"] = names
         stop_child(self.task["proc"], self.grace)
 
+    def watch_self_fence(self) -> None:
+        """The agent says when the program must stop (selffence.py): it cannot confirm the task is
+        still wanted, and the fence may start its replacement once the bound has passed."""
+        while not self.stop_event.wait(1.0):
+            why = read_told(STOP).strip()
+            proc = self.task["proc"]
+            if why and proc is not None and proc.poll() is None:
+                log("self-fence: stopping the program (exit %d): %s" % (EXIT_PEER_LOST, why))
+                self.peer_lost["names"] = ["self"]
+                stop_child(proc, self.grace)
+                return
+
+    def on_leader_replaced(self, host: str, old: list[str], new: list[str]) -> None:
+        proc = self.task["proc"]
+        if proc is None or proc.poll() is not None:
+            return  # the program ended by itself: its own exit code says how
+        log(
+            "the coordination leader %s was replaced (now %s, was %s): this task's collectives wait on "
+            "the old one, gone with its node; restarting (exit %d) so that it joins the new one from "
+            "the last checkpoint" % (host, ", ".join(new), ", ".join(old), EXIT_PEER_LOST)
+        )
+        self.peer_lost["names"] = [host]
+        stop_child(proc, self.grace)
+
     def exit_code(self, rc: int) -> int:
         """The task's exit code once its child exited with `rc`."""
         outcome = self.outcome
@@ -336,6 +380,12 @@ class TaskRun:
             return leader_exit(outcome["leader"], already=False)
         if "signal" in outcome and self.leader_succeeded():
             return 0
+        if self.peer_lost.get("names") == ["self"]:
+            log("task stopped by its self-fence (exit %d): its Job starts it again" % EXIT_PEER_LOST)
+            return EXIT_PEER_LOST
+        if self.peer_lost and not self.coordinator:
+            log("task stopped after its leader was replaced (exit %d): its Job starts it again" % EXIT_PEER_LOST)
+            return EXIT_PEER_LOST
         if self.peer_lost:
             log("coordinator stopped after a lost peer (exit %d): its Job starts it again" % EXIT_PEER_LOST)
             EVENTS.record(
@@ -356,6 +406,12 @@ class TaskRun:
             return 128 + signum
         if rc < 0:
             rc = 128 - rc
+        if rc == EXIT_PEER_LOST and self.restarts:
+            log(
+                "command exited with %d, the code this launcher keeps for its restart after a lost peer "
+                "(which its Job retries without counting): exit 1 instead, so that its Job counts it" % rc
+            )
+            return 1
         log("command exited with %d" % rc)
         return rc
 

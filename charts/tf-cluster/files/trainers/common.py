@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -110,6 +111,33 @@ def compile_model(keras, model, **kw):
     )
 
 
+class WritersLog:
+    """WRITERS_LOG=<file> (a name: in CHECKPOINT_DIR, where the e2e tests' lost-node scenarios
+    read it): each task appends, at most once a second while it trains, a line naming its task, its
+    pod (TF_CLUSTER_POD_NAME) and its step, so that a test can tell from the storage itself
+    whether two incarnations of one task ever trained at the same time."""
+
+    def __init__(self):
+        self.path, self.last = os.environ.get("WRITERS_LOG"), 0.0
+        if self.path and not os.path.isabs(self.path):  # a name: in CHECKPOINT_DIR
+            self.path = os.path.join(dirs()["checkpoints"], self.path)
+
+    def step(self, step):
+        now = time.time()
+        if not self.path or now - self.last < 1:
+            return
+        self.last = now
+        task_type, index, _ = task()
+        line = json.dumps(
+            {"t": now, "task": f"{task_type}:{index}", "pod": os.environ.get("TF_CLUSTER_POD_NAME"), "step": step}
+        )
+        with open(self.path, "a") as f:  # one write of a short line: whole, under O_APPEND
+            f.write(line + "\n")
+
+
+WRITERS = WritersLog()
+
+
 def progress_callback(keras, epochs, steps=True):
     """Epoch reports and the step count. `resumed` names the epoch and step a restarted task goes on
     from; `stopped`, printed at exit when the program ends short of its last step (a preemption, a
@@ -159,6 +187,7 @@ def progress_callback(keras, epochs, steps=True):
         def on_train_batch_end(self, batch, logs=None):
             # `batch` is the last batch of the call (steps_per_execution > 1 reports once per call)
             self.step = int(self.epoch * (self.params.get("steps") or 0) + batch + 1)
+            WRITERS.step(self.step)
 
     return StepProgress() if steps else Progress()
 
