@@ -14,7 +14,7 @@ from .informer import Informer
 from .kubeapi import api
 from .leader import parse_time
 from .peerpods import host_key, pod_host, slim_pod
-from .tfconfig import cluster_of, peer_hosts
+from .tfconfig import cluster_of, leading_role, peer_hosts
 
 if TYPE_CHECKING:
     import threading
@@ -87,7 +87,7 @@ def fences(tf_config: str, role: str, index: int) -> bool:
     cluster = cluster_of(tf_config)
     if role not in cluster:
         return False
-    leading = "chief" if cluster.get("chief") else "worker"
+    leading = leading_role(cluster)
     if role == leading and index < 2:
         return True
     return index == 0

@@ -18,7 +18,7 @@ import socket
 import threading
 from typing import Callable
 
-from .tfconfig import cluster_of, host_of
+from .tfconfig import cluster_of, host_of, leading_role
 
 EVERY = 10.0  # seconds between two lookups of the leader's name (CoreDNS answers from its cache)
 
@@ -32,7 +32,7 @@ def leader_to_watch(tf_config: str, strategy: str, role: str, index: int) -> str
     cluster = cluster_of(tf_config)
     if role not in ("chief", "worker") or role not in cluster:
         return None
-    leading = "chief" if cluster.get("chief") else "worker"
+    leading = leading_role(cluster)
     if role == leading and index == 0:
         return None
     return host_of(cluster[leading][0])

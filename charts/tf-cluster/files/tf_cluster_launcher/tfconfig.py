@@ -61,6 +61,12 @@ def describe(tf_config: str) -> str:
     )
 
 
+def leading_role(cluster: dict[str, list[Any]]) -> str:
+    """The role whose first task leads (TensorFlow's coordination leader under MultiWorkerMirrored,
+    and the fences' leading role): the chief, else the workers."""
+    return "chief" if cluster.get("chief") else "worker"
+
+
 def host_of(address: str) -> str:
     return address.rsplit(":", 1)[0]
 
@@ -77,7 +83,7 @@ def peers_needed(tf_config: str, strategy: str, role: str) -> list[str]:
     A custom strategy: every host (nothing is known of its program)."""
     cluster = cluster_of(tf_config)
     if strategy == "multiWorkerMirrored":
-        leader = (cluster.get("chief") or cluster.get("worker") or [None])[0]
+        leader = (cluster.get(leading_role(cluster)) or [None])[0]
         return [host_of(leader)] if leader and role in cluster else []
     if strategy == "parameterServer":
         return peer_hosts(tf_config) if role == "chief" else []
