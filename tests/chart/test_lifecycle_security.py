@@ -96,6 +96,8 @@ def test_with_the_self_fence_every_tasks_restart_spends_no_retry(seconds):
         for c in pod["containers"] + [c for c in pod.get("initContainers", []) if c["name"] == "tf-cluster-agent"]:
             env = {e["name"]: e.get("value") for e in c["env"]}
             assert env["TF_CLUSTER_SELF_FENCE"] == str(seconds), (role, c["name"])
+            # the launcher reads the same rule: a program's own exit 6 is reported as 1 where the Job ignores 6
+            assert env["TF_CLUSTER_RESTARTS"] == ("true" if has else "false"), (role, c["name"])
     with pytest.raises(RenderError, match="selfFenceSeconds"):
         render({**values, "nodeLoss": {"selfFenceSeconds": 30}})  # below the minimum: refused
 
@@ -116,6 +118,9 @@ def test_a_collective_tasks_restart_for_a_new_leader_spends_no_retry():
         rules = jobs[role]["spec"]["podFailurePolicy"]["rules"]
         assert rules.index(LAUNCHER_RESTART) < [r["action"] for r in rules].index("FailJob"), rules
     assert LAUNCHER_RESTART not in jobs["evaluator"]["spec"]["podFailurePolicy"]["rules"]
+    for role, want in (("chief", "true"), ("worker", "true"), ("evaluator", "false")):
+        (c,) = [c for c in jobs[role]["spec"]["template"]["spec"]["containers"] if c["name"] == "tensorflow"]
+        assert {e["name"]: e.get("value") for e in c["env"]}["TF_CLUSTER_RESTARTS"] == want, role
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)

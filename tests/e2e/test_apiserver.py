@@ -813,13 +813,18 @@ def test_the_self_fence_hears_the_api_server_within_its_bound_and_stops_a_task_t
     monkeypatch.setattr(launcher_kubeapi, "SA_DIR", str(token_for(apiserver, namespace, "fencer", tmp_path)))
     monkeypatch.setenv("TF_CLUSTER_POD_NAME", "r-worker-0-abcde")
     monkeypatch.setenv("TF_CLUSTER_NAMESPACE", namespace)
+    monkeypatch.setenv("TF_CLUSTER_ROLE", "worker")
+    monkeypatch.setenv("TF_TASK_INDEX", "0")
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["r-worker-0.r:2222"]}}))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
 
     def fence(port: int, bound: float, seconds: float) -> tuple[list[str], list[float]]:
         monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
         launcher_kubeapi.ANSWERED.clear()
         told, silences, stop = [], [], threading.Event()
-        t = threading.Thread(target=launcher_selffence.self_fence_loop, args=(stop, bound, told.append, 0.5))
+        pods = launcher_selffence.task_pods(bound)
+        assert pods is not None
+        t = threading.Thread(target=launcher_selffence.self_fence_loop, args=(stop, bound, told.append, pods, 0.5))
         t.start()
         end = time.monotonic() + seconds
         while time.monotonic() < end and not told:
@@ -827,6 +832,7 @@ def test_the_self_fence_hears_the_api_server_within_its_bound_and_stops_a_task_t
             time.sleep(0.25)
         stop.set()
         t.join(10)
+        pods.stop()
         return told, silences
 
     # healthy: 16 s at a bound of 8 s (the watch ends every 2 s), never silent for half the bound
@@ -838,6 +844,107 @@ def test_the_self_fence_hears_the_api_server_within_its_bound_and_stops_a_task_t
     told, _ = fence(free_port(), 4, 15)
     assert told and "no answer from the API server for 4s" in told[0], told
     assert time.monotonic() - t0 < 4 + 1.5
+
+
+def test_fencers_on_one_node_ask_a_task_on_another_to_fence_and_it_does(apiserver, namespace, tmp_path, monkeypatch):
+    """Issue 43, fencers that survive any one node: the chart spreads nothing by default, so the
+    fencers (the chief and worker 0 here) may share a node, whose loss would leave nobody to fence.
+    A fencer then asks the first task on another node to fence too: a condition on its pod, set
+    with pods/status (the fence's own verb) merged by type so that the kubelet's conditions stay;
+    that task's agent reads it on its task's pods and fences the pods stranded on the lost node."""
+    api = apiserver["api"]
+    from kubernetes import client
+
+    sys.path.insert(0, str(LAUNCHER.parent))
+    import tf_cluster_launcher.agent as launcher_agent
+    import tf_cluster_launcher.fencing as launcher_fencing
+    import tf_cluster_launcher.kubeapi as launcher_kubeapi
+    import tf_cluster_launcher.selffence as launcher_selffence
+
+    core, rbac = client.CoreV1Api(api), client.RbacAuthorizationV1Api(api)
+    core.create_namespaced_service_account(namespace, {"metadata": {"name": "launcher"}})
+    rules = [  # the chart's Role with nodeLoss.fence (templates/rbac.yaml)
+        {"apiGroups": [""], "resources": ["pods"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["create", "patch"]},
+    ]
+    rbac.create_namespaced_role(namespace, {"metadata": {"name": "launcher"}, "rules": rules})
+    rbac.create_namespaced_role_binding(
+        namespace,
+        {
+            "metadata": {"name": "launcher"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "launcher"},
+            "subjects": [{"kind": "ServiceAccount", "name": "launcher", "namespace": namespace}],
+        },
+    )
+    hosts = {"chief": ["r-chief-0.r:2222"], "worker": ["r-worker-0.r:2222", "r-worker-1.r:2222", "r-worker-2.r:2222"]}
+    placed = {"r-chief-0": "n1", "r-worker-0": "n1", "r-worker-1": "n2", "r-worker-2": "n2"}
+    for hostname, node in placed.items():
+        job, index = hostname.rsplit("-", 1)
+        labels = {"app.kubernetes.io/instance": "r", "batch.kubernetes.io/job-name": job}
+        labels["batch.kubernetes.io/job-completion-index"] = index
+        spec = {"hostname": hostname, "subdomain": "r", "nodeName": node, "containers": [{"name": "t", "image": "x"}]}
+        spec.update(serviceAccountName="launcher", automountServiceAccountToken=False)  # no controller: no default SA
+        core.create_namespaced_pod(namespace, {"metadata": {"name": hostname + "-p", "labels": labels}, "spec": spec})
+        now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        ready = [{"type": t, "status": "True", "lastTransitionTime": now} for t in ("PodScheduled", "Ready")]
+        core.patch_namespaced_pod_status(
+            hostname + "-p", namespace, {"status": {"phase": "Running", "conditions": ready}}
+        )
+    monkeypatch.setattr(launcher_kubeapi, "SA_DIR", str(token_for(apiserver, namespace, "launcher", tmp_path)))
+    for k, v in {
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(apiserver["port"]),
+        "TF_CLUSTER_NAMESPACE": namespace,
+        "TF_CLUSTER_RELEASE_SELECTOR": "app.kubernetes.io/instance=r",
+        "TF_CLUSTER_FENCE_SECONDS": "0.5",
+        "TF_CLUSTER_FENCE_AFTER": "0",
+        "TF_CLUSTER_POD_NAME": "r-chief-0-p",
+        "TF_CONFIG": json.dumps({"cluster": hosts, "task": {"type": "chief", "index": 0}}),
+    }.items():
+        monkeypatch.setenv(k, v)
+
+    def conditions(name: str) -> dict[str, str]:
+        return {c.type: c.status for c in core.read_namespaced_pod(name, namespace).status.conditions or []}
+
+    def wait_for(check, what: str, timeout: float = 30):
+        deadline = time.monotonic() + timeout
+        while not check():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            time.sleep(0.2)
+
+    # the chief fences (by rule); every fencer is on n1: it asks worker 1, the first task on n2
+    stop = threading.Event()
+    fencer = threading.Thread(target=launcher_fencing.fence_loop, args=(stop,))
+    fencer.start()
+    try:
+        wait_for(lambda: conditions("r-worker-1-p").get(launcher_fencing.DEPUTY) == "True", "worker 1 asked to fence")
+        time.sleep(2)  # four more checks: it asks once, and no one else
+    finally:
+        stop.set()
+        fencer.join(10)
+    assert conditions("r-worker-1-p") == {"PodScheduled": "True", "Ready": "True", launcher_fencing.DEPUTY: "True"}
+    assert launcher_fencing.DEPUTY not in conditions("r-worker-2-p")
+    # worker 1's agent reads it among its task's pods and fences: n1 is lost (its pods deleted, never confirmed)
+    monkeypatch.setenv("TF_CLUSTER_POD_NAME", "r-worker-1-p")
+    monkeypatch.setenv("TF_CLUSTER_ROLE", "worker")
+    monkeypatch.setenv("TF_TASK_INDEX", "1")
+    monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": hosts, "task": {"type": "worker", "index": 1}}))
+    pods = launcher_selffence.task_pods(0)
+    assert pods is not None
+    agent = launcher_agent.Agent()
+    deputy = threading.Thread(target=agent.fence_when_asked, args=(pods, 0.2))
+    deputy.start()
+    try:
+        for name in ("r-chief-0-p", "r-worker-0-p"):
+            core.delete_namespaced_pod(name, namespace, grace_period_seconds=1)
+        phases = lambda: {n: core.read_namespaced_pod(n, namespace).status for n in ("r-chief-0-p", "r-worker-0-p")}  # noqa: E731
+        wait_for(lambda: all(s.phase == "Failed" for s in phases().values()), "n1's pods fenced by worker 1")
+    finally:
+        agent.stop.set()
+        deputy.join(10)
+        pods.stop()
+    assert {s.reason for s in phases().values()} == {"NodeLost"}
 
 
 def no_claims_values(tmp_path) -> Path:

@@ -384,7 +384,8 @@ def test_a_task_waits_only_for_the_peers_its_tensorflow_contacts_at_start(strate
 @pytest.mark.parametrize(
     "roles,fencers",
     [
-        # the first two of the leading role and the first of each other role: any one node may go
+        # the first two of the leading role and the first of each other role (and, when they share a
+        # node, a task on another: test_fencers_on_one_node_ask_the_first_task_on_another_node)
         ({"worker": 4}, {("worker", 0), ("worker", 1)}),
         ({"chief": 1, "worker": 3}, {("chief", 0), ("worker", 0)}),
         ({"chief": 1, "worker": 3, "ps": 2}, {("chief", 0), ("worker", 0), ("ps", 0)}),
@@ -394,6 +395,50 @@ def test_a_few_tasks_fence_not_every_task(roles, fencers):
     config = tf_config(**roles)
     every = {(r, i) for r, n in roles.items() for i in range(n)} | {("evaluator", 0)}
     assert {(r, i) for r, i in every if launcher_fencing.fences(config, r, i)} == fencers
+
+
+def running_on(node, hostname, asked=False, ready=True, phase="Running"):
+    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+    if asked:
+        conditions.append({"type": launcher_fencing.DEPUTY, "status": "True", "message": "every fencer on n1"})
+    return {
+        "metadata": {"name": hostname + "-p"},
+        "spec": {"hostname": hostname, "subdomain": "r", "nodeName": node},
+        "status": {"phase": phase, "conditions": conditions},
+    }
+
+
+@pytest.mark.parametrize(
+    "placed,want",
+    [
+        # the fencers (chief 0, worker 0) on n1: the first task of TF_CONFIG elsewhere
+        ({"chief-0": "n1", "worker-0": "n1", "worker-1": "n1", "worker-2": "n2", "worker-3": "n2"}, ("worker-2", "n1")),
+        # already on two nodes
+        ({"chief-0": "n1", "worker-0": "n2", "worker-1": "n1", "worker-2": "n1", "worker-3": "n1"}, None),
+        # every task on one node: nobody to ask
+        ({"chief-0": "n1", "worker-0": "n1", "worker-1": "n1", "worker-2": "n1", "worker-3": "n1"}, None),
+        # n1 lost (its pods not Ready): worker 2, asked before, fences alone on n2: ask one on n3
+        (
+            {"chief-0": "n1!", "worker-0": "n1!", "worker-1": "n2", "worker-2": "n2*", "worker-3": "n3"},
+            ("worker-3", "n2"),
+        ),
+        # asked on an earlier pod of its task (worker 2's first, Failed): its new pod fences too
+        ({"chief-0": "n1", "worker-0": "n1", "worker-1": "n1", "worker-2": "n2", "old worker-2": "n2*"}, None),
+    ],
+    ids=["on-one-node", "spread", "single-node", "after-a-loss", "asked-before"],
+)
+def test_fencers_on_one_node_ask_the_first_task_on_another_node(placed, want):
+    """Issue 43: the fencers, chosen by index, may all sit on one node (the chart spreads nothing by
+    default); losing it left nobody to fence, and the release hung. `!`: not Ready, `*`: asked."""
+    cluster = {"chief": ["r-chief-0.r:2222"], "worker": [f"r-worker-{i}.r:2222" for i in range(4)]}
+    pods = []
+    for task, where in placed.items():
+        p = running_on(where.strip("!*"), "r-" + task.split()[-1], asked="*" in where, ready="!" not in where)
+        if task.startswith("old "):
+            p["metadata"]["name"], p["status"]["phase"] = p["metadata"]["name"] + "-old", "Failed"
+        pods.append(p)
+    got = launcher_fencing.deputy_wanted(pods, cluster)
+    assert (got and (got[0]["spec"]["hostname"], got[1])) == (want and ("r-" + want[0], want[1]))
 
 
 def pod(hostname, ip=None, deleted=False, scheduled=None, node=None):
@@ -581,19 +626,16 @@ def test_a_task_whose_leader_was_replaced_stops_its_program_and_exits_6(tmp_path
     assert time.monotonic() - t0 < 10
 
 
-@pytest.mark.parametrize(
-    "strategy,role,want",
-    [("multiWorkerMirrored", "worker", 1), ("multiWorkerMirrored", "evaluator", 6), ("parameterServer", "worker", 6)],
-)
-def test_a_commands_own_exit_6_counts_where_its_job_would_retry_6_for_free(tmp_path, strategy, role, want):
+@pytest.mark.parametrize("restarts,want", [("true", 1), ("false", 6)])
+def test_a_commands_own_exit_6_counts_where_its_job_would_retry_6_for_free(tmp_path, restarts, want):
     """Exit 6 is the launcher's restart, retried without counting: a program that exits 6 by
     itself, under that rule, would be retried forever. The launcher reports it as 1 there, and
-    leaves it as it is where the Job counts 6."""
+    leaves it as it is where the Job counts 6. The chart says which (TF_CLUSTER_RESTARTS, from the
+    rule its podFailurePolicy uses: tests/chart/test_lifecycle_security.py)."""
     p = start(
         [sys.executable, "-c", "import sys; sys.exit(6)"],
         tmp_path,
-        TF_CLUSTER_STRATEGY=strategy,
-        TF_CLUSTER_ROLE=role,
+        TF_CLUSTER_RESTARTS=restarts,
         TF_CLUSTER_WAIT_FOR_PEERS="false",
     )
     _, err = p.communicate(timeout=30)

@@ -69,10 +69,7 @@ podFailurePolicy:
       onPodConditions:
         - type: DisruptionTarget
           status: "True"
-    {{- $coordinator := and (eq .context.Values.strategy "parameterServer") (eq .role "chief") (include "tf-cluster.fences" .context) }}
-    {{- $collective := and (eq .context.Values.strategy "multiWorkerMirrored") (has .role (list "chief" "worker")) }}
-    {{- $selfFences := ne (include "tf-cluster.selfFenceSeconds" .context) "0" }}
-    {{- if or $coordinator $collective $selfFences }}
+    {{- if include "tf-cluster.restartsUncounted" (dict "context" .context "role" .role) }}
     # The launcher restarts its task (exit 6) to reconnect to a peer replaced after its node was lost
     # (the ParameterServer coordinator to a worker or ps; a MultiWorkerMirrored task to a new leader),
     # or when its self-fence stops it (nodeLoss.selfFenceSeconds): retried without counting, as an

@@ -192,17 +192,31 @@ def mwms_over_three_nodes(
     return task_on(api, ns, node, epoch=2, role="chief")
 
 
-@pytest.fixture
-def lost_node(api):
-    """The node the test takes away, given back afterwards (started again, joined, uncordoned, Ready)."""
-    yield LOST.name
-    node_fault("heal", str(LOST.index))
+def give_back(api, node) -> None:
+    """A node taken away, given back (started again, joined, uncordoned, Ready)."""
+    node_fault("heal", str(node.index))
     from node import nodes
 
-    if not nodes.pids(LOST) or not node_ready(api, LOST.name):
-        node_fault("start", str(LOST.index))
-    subprocess.run([str(KUBECTL), "--kubeconfig", KUBECONFIG, "uncordon", LOST.name], capture_output=True)
-    wait_until(lambda: node_ready(api, LOST.name), f"{LOST.name} Ready again", 180)
+    if not nodes.pids(node) or not node_ready(api, node.name):
+        node_fault("start", str(node.index))
+    subprocess.run([str(KUBECTL), "--kubeconfig", KUBECONFIG, "uncordon", node.name], capture_output=True)
+    wait_until(lambda: node_ready(api, node.name), f"{node.name} Ready again", 180)
+
+
+@pytest.fixture
+def lost_node(api):
+    """The node the test takes away, given back afterwards."""
+    yield LOST.name
+    give_back(api, LOST)
+
+
+@pytest.fixture
+def lost_nodes(api):
+    """The extra nodes the test takes away (it appends them), given back afterwards."""
+    taken: list = []
+    yield taken
+    for node in taken:
+        give_back(api, node)
 
 
 # ----------------------------------------------------------------- placement across nodes
@@ -433,6 +447,113 @@ def test_a_node_lost_mid_run_is_fenced_and_training_resumes_on_the_others(api, n
     model_exported(api, ns, release)
 
 
+def fencers_on_one_node(tmp_path: Path, release: str) -> Path:
+    """Values with no spread at all, placing both fencers of a chief and two workers (the chief and
+    worker 0) on one extra node: the workers one per node, preferring the extra nodes, and the
+    chief on worker 0's node (required: its replacement follows worker 0's)."""
+    mine = {"app.kubernetes.io/instance": release, "app.kubernetes.io/component": "worker"}
+    on_host = {"key": "kubernetes.io/hostname", "topologyKey": "kubernetes.io/hostname"}
+    prefer = [
+        {
+            "weight": w,
+            "preference": {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": [n]}]},
+        }
+        for w, n in ((100, LOST.name), (50, node_config.EXTRA_NODES[0].name))
+    ]
+    roles = {
+        "chief": {
+            "replicas": 1,
+            "affinity": {
+                "podAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {
+                            "labelSelector": {"matchLabels": {**mine, "batch.kubernetes.io/job-completion-index": "0"}},
+                            "topologyKey": on_host["topologyKey"],
+                        }
+                    ]
+                }
+            },
+        },
+        "worker": {
+            "replicas": 2,
+            "affinity": {
+                "podAntiAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": [
+                        {"labelSelector": {"matchLabels": mine}, "topologyKey": on_host["topologyKey"]}
+                    ]
+                },
+                "nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": prefer},
+            },
+        },
+    }
+    tolerate = [{"key": node_config.EXTRA_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+    return spread(tmp_path, release, roles=roles, roleDefaults={"tolerations": tolerate})
+
+
+# CI runs the leader's node killed with a fencer left ([kill] above); this one, both fencers lost
+# with it, runs in `make check-all` (~6 min)
+@pytest.mark.extended
+def test_both_fencers_node_lost_without_any_spread_a_task_on_another_node_fences_them(api, ns, tmp_path, lost_nodes):
+    """Issue 43: the fencers (the chief and worker 0 of a MultiWorkerMirrored release) share a node,
+    with no spread in the values; a fencer asks worker 1, on another node, to fence too (a
+    condition on its pod). The node is killed at epoch 2: worker 1 (or its next pod, when its
+    TensorFlow fails with the lost leader) fences both, their Jobs replace them, the run completes."""
+    from kubernetes import client
+
+    release = "fencers"
+    install(ns, release, EX / "mwms-cpu.yaml", fencers_on_one_node(tmp_path, release), sets=epochs(6, 300))
+    wait_for_log(
+        api, ns, release, "-chief-", "0", lambda t: progress.TaskProgress.of_log(t).progress.get("epoch", 0) >= 2
+    )
+    core = client.CoreV1Api(api)
+    pods = {p.metadata.name: p for p in pods_of(api, ns, "-tf-cluster-") if p.status.phase == "Running"}
+    task = {(p.metadata.labels["app.kubernetes.io/component"], p.metadata.labels[INDEX]): n for n, p in pods.items()}
+    chief, worker0, worker1 = task[("chief", "0")], task[("worker", "0")], task[("worker", "1")]
+    node = pods[chief].spec.node_name
+    say(f"placed: {chief} and {worker0} on {node}, {worker1} on {pods[worker1].spec.node_name}")
+    assert pods[worker0].spec.node_name == node != pods[worker1].spec.node_name
+    lost = next(n for n in node_config.EXTRA_NODES if n.name == node)
+
+    def asked(name: str) -> bool:
+        return any(
+            c.type == "tf-cluster.io/Fencer" and c.status == "True"
+            for c in core.read_namespaced_pod(name, ns).status.conditions or []
+        )
+
+    wait_until(lambda: asked(worker1), f"{worker1} asked to fence (every fencer on {node})", 60)
+    lost_nodes.append(lost)
+    t_fault, _, _ = node_fault("kill", str(lost.index))
+    wait_until(
+        lambda: all(core.read_namespaced_pod(v, ns).status.phase == "Failed" for v in (chief, worker0)),
+        f"{chief} and {worker0} fenced after {node} was lost",
+        BOUND_S,
+        every=2,
+    )
+    t_fenced = time.time() - t_fault
+    timeline = lost_node_timeline(api, ns, chief, t_fault)
+    snap = wait(api, ns, release, timeout=900)
+    all_complete(snap, api, ns, release)
+    timeline.update({"fenced": t_fenced, "complete": time.time() - t_fault})
+    say("both fencers' node timeline (s after the kill): " + ", ".join(f"{k} {v:.0f}" for k, v in timeline.items()))
+    # what worker 1's pods' agents said (the first, asked; or its next, which inherits the request)
+    said = [
+        (p.metadata.name, line)
+        for p in pods_of(api, ns, "-worker-")
+        if p.metadata.labels[INDEX] == "1"
+        for line in log(api, ns, p.metadata.name, container="tf-cluster-agent").splitlines()
+        if "fencing " in line
+    ]
+    say("worker 1's agents: " + "; ".join(f"{name[-5:]}: {line[:120]}" for name, line in said))
+    assert any("fencing too, as a fencer asked" in line for _, line in said), said
+    for victim in (chief, worker0):
+        assert any(f"fencing {victim}" in line for _, line in said), f"worker 1 did not fence {victim}: {said}"
+        assert core.read_namespaced_pod(victim, ns).status.reason == "NodeLost"
+    events = [m for reasons in launcher_events(api, ns).values() for r, m in reasons.items() if r == "AskedToFence"]
+    assert any(worker1 in m for m in events), f"no AskedToFence Event names {worker1}: {events}"
+    assert timeline["replacement running"] <= BOUND_S, f"recovery took longer than the stated bound {BOUND_S}s"
+    model_exported(api, ns, release)
+
+
 WRITERS_LOG = ("env[2].name=WRITERS_LOG", "env[2].value=writers.log")  # common.WritersLog, on the claim
 
 
@@ -628,4 +749,76 @@ def test_a_parameter_server_worker_node_killed_mid_run_is_fenced_and_the_coordin
     assert (chief_job.status.failed or 0) == 0 and len(chiefs) == 2
     assert notes.get("batch.kubernetes.io/job-index-ignored-failure-count") == "1", notes
     assert timeline["replacement running"] <= BOUND_S
+    model_exported(api, ns, release)
+
+
+# CI covers the leader's node lost under MultiWorkerMirrored ([kill] above); this one runs in `make check-all`
+@pytest.mark.extended
+def test_a_parameter_server_chief_and_ps_node_killed_mid_run_both_are_replaced_and_the_run_resumes(
+    api, ns, tmp_path, lost_node
+):
+    """ParameterServer: the chief (the coordinator) and the ps on the third node, the two workers
+    on the others, no spread in the values; that node dies at epoch 2. Worker 0, a fencer on
+    another node, fences both; their Jobs replace them elsewhere; the new coordinator restores
+    the model from its checkpoint into the new ps and the run completes."""
+    from kubernetes import client
+
+    release = "lostchief"
+    on_it = {"key": "kubernetes.io/hostname", "operator": "In", "values": [lost_node]}
+    # preferred, not required: their replacements must be placed elsewhere once the node is lost
+    there = {
+        "nodeAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {"weight": 100, "preference": {"matchExpressions": [on_it]}}
+            ]
+        }
+    }
+    elsewhere = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{**on_it, "operator": "NotIn"}]}]
+            }
+        }
+    }
+    roles = {"chief": {"affinity": there}, "ps": {"affinity": there}, "worker": {"replicas": 2, "affinity": elsewhere}}
+    tolerate = [{"key": node_config.EXTRA_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule"}]
+    values = spread(tmp_path, release, roles=roles, roleDefaults={"tolerations": tolerate})
+    install(ns, release, EX / "parameter-server.yaml", values, sets=epochs(12, 60))
+    wait_for_log(
+        api, ns, release, "-chief-", "0", lambda t: progress.TaskProgress.of_log(t).progress.get("epoch", 0) >= 2
+    )
+    where = placement(api, ns)
+    chief = next(p for p in where if "-chief-" in p)
+    ps = next(p for p in where if "-ps-" in p)
+    say(f"placed: {where}")
+    assert where[chief] == where[ps] == lost_node, where
+    t_fault, _, _ = node_fault("kill", str(LOST.index))
+    core = client.CoreV1Api(api)
+    wait_until(
+        lambda: all(core.read_namespaced_pod(v, ns).status.phase == "Failed" for v in (chief, ps)),
+        f"{chief} and {ps} fenced after {lost_node} was lost",
+        BOUND_S,
+        every=2,
+    )
+    t_fenced = time.time() - t_fault
+    wait_until(
+        lambda: lost_node_timeline(api, ns, chief, t_fault)["replacement running"] > 0, "the chief's replacement", 120
+    )
+    timeline = {f"chief {k}": v for k, v in lost_node_timeline(api, ns, chief, t_fault).items()}
+    timeline["ps replacement running"] = lost_node_timeline(api, ns, ps, t_fault)["replacement running"]
+    lines = fence_lines(api, ns, lost_node)
+    snap = wait(api, ns, release, timeout=900)
+    all_complete(snap, api, ns, release)
+    timeline.update({"fenced": t_fenced, "complete": time.time() - t_fault})
+    say("chief and ps node timeline (s after the kill): " + ", ".join(f"{k} {v:.0f}" for k, v in timeline.items()))
+    for victim in (chief, ps):
+        assert any(f"fencing {victim}" in line for line in lines), f"no agent said it fenced {victim}: {lines}"
+        assert core.read_namespaced_pod(victim, ns).status.reason == "NodeLost"
+    chiefs = sorted(pods_of(api, ns, "-chief-"), key=lambda p: p.metadata.creation_timestamp)
+    assert chiefs[-1].spec.node_name != lost_node
+    resumed = progress.TaskProgress.of_log(log(api, ns, chiefs[-1].metadata.name)).resumed_at()
+    chief_job = next(j for name, j in snap.jobs.items() if "-chief-" in name)
+    say(f"the coordinator resumed at epoch {resumed}; chief Job failures counted: {chief_job.status.failed or 0}")
+    assert resumed and resumed[-1] >= 2, "the coordinator resumes from its checkpoint, not from epoch 0"
+    assert max(timeline["chief replacement running"], timeline["ps replacement running"]) <= BOUND_S
     model_exported(api, ns, release)

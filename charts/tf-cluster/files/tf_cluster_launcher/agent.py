@@ -5,7 +5,9 @@ that the training container, and the user's program in it, holds no credential.
     python3 launcher.py --agent
 
 It follows the leading Job (or the notebook coordinator's heartbeat), waits for the peers through
-the API, fences pods stranded on a lost node, and records the lifecycle's Events. It tells the
+the API, fences pods stranded on a lost node (as a fencer by rule, or once a fencer asks it to:
+fencing.deputy_wanted), watches its own task's pods (the self-fence, and that request), and records
+the lifecycle's Events. It tells the
 training container's launcher through files in a directory that only it can write
 (TF_CLUSTER_AGENT_DIR, an emptyDir the training container mounts read-only):
 
@@ -29,10 +31,11 @@ import time
 
 from .common import ConfigError, env, log
 from .events import EVENTS
-from .fencing import fence_loop, fences
+from .fencing import deputy_reason, fence_loop, fences
+from .informer import Informer
 from .leader import leader_condition_at_start, record_leader_event, watch_leader
 from .peerpods import peer_service, wait_for_peer_pods
-from .selffence import self_fence_loop
+from .selffence import self_fence_loop, task_pods
 from .tfconfig import peers_needed
 
 LEADER, PEERS, PEER_LOST, STOP = "leader", "peers", "peer-lost", "stop"
@@ -83,17 +86,32 @@ class Agent:
             return 0
         if env("TF_CLUSTER_STOP_WITH_LEADER") == "true":
             threading.Thread(target=self.follow_leader, daemon=True).start()
-        if fencer and float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0:
+        fencing = float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0
+        if fencer and fencing:
             on_lost = self.on_peer_lost if self.coordinator else None
             threading.Thread(target=fence_loop, daemon=True, args=(self.stop, on_lost)).start()
         bound = float(env("TF_CLUSTER_SELF_FENCE", "0") or 0)
-        if bound > 0 and env("TF_CLUSTER_POD_NAME"):
-            args = (self.stop, bound, lambda why: tell(STOP, why))
+        pods = task_pods(bound) if bound > 0 or (fencing and not fencer) else None
+        if pods is not None and bound > 0:
+            args = (self.stop, bound, lambda why: tell(STOP, why), pods)
             threading.Thread(target=self_fence_loop, daemon=True, args=args).start()
+        if pods is not None and fencing and not fencer:
+            threading.Thread(target=self.fence_when_asked, daemon=True, args=(pods,)).start()
         if hosts and env("TF_CLUSTER_WAIT_FOR_PEERS", "true") == "true":
             self.wait_for_peers(hosts)
         self.stop.wait()
         return 0
+
+    def fence_when_asked(self, pods: Informer, every: float = 5.0) -> None:
+        """Fence too once a fencer asks this task to (a DEPUTY condition on any of its pods)."""
+        while not self.stop.wait(every):
+            if pods.forbidden:
+                return  # the self-fence says why, or nothing fences here without the Role's pods watch
+            why = next((r for p in pods.snapshot() if (r := deputy_reason(p))), None)
+            if why:
+                log("fencing too, as a fencer asked: %s" % why)
+                fence_loop(self.stop)
+                return
 
     def follow_leader(self) -> None:
         cond = leader_condition_at_start()

@@ -14,7 +14,7 @@ from .informer import Informer
 from .kubeapi import api
 from .leader import parse_time
 from .peerpods import host_key, pod_host, slim_pod
-from .tfconfig import cluster_of, leading_role, peer_hosts
+from .tfconfig import cluster_of, host_of, leading_role, peer_hosts
 
 if TYPE_CHECKING:
     import threading
@@ -79,18 +79,91 @@ def fence_stranded(
 
 
 def fences(tf_config: str, role: str, index: int) -> bool:
-    """Is this task one of the release's fencers? A few tasks watch the release's pods, not all (a
-    watch of N pods by each of N tasks is N*N events): the first two of the leading role (the
-    chief, else the workers) and the first of each other role in TF_CONFIG, so that a fencer
-    survives the loss of any one node under a topology spread. The ParameterServer coordinator
-    always fences (it restarts when a peer is lost)."""
-    cluster = cluster_of(tf_config)
+    """Is this task one of the release's fencers by rule? A few tasks watch the release's pods, not
+    all (a watch of N pods by each of N tasks is N*N events): the first two of the leading role (the
+    chief, else the workers) and the first of each other role in TF_CONFIG. The ParameterServer
+    coordinator always fences (it restarts when a peer is lost). Where they all sit on one node,
+    they ask a task on another node to fence too (deputy_wanted)."""
+    return is_fencer(cluster_of(tf_config), role, index)
+
+
+def is_fencer(cluster: dict[str, list[Any]], role: str, index: int) -> bool:
+    """fences(), for a TF_CONFIG already parsed."""
     if role not in cluster:
         return False
-    leading = leading_role(cluster)
-    if role == leading and index < 2:
-        return True
-    return index == 0
+    return index < (2 if role == leading_role(cluster) else 1)
+
+
+# The pod condition (set with pods/status, the verb the fence uses) by which a fencer asks a task of
+# the release to fence too; its message says why. A task's later pods inherit it (a new pod of a
+# deputy whose program failed fences too), so the request outlives a restart of the deputy.
+DEPUTY = "tf-cluster.io/Fencer"
+
+
+def live(pod: dict[str, Any]) -> bool:
+    """Running, not deleted, and Ready (its node answers the control plane)."""
+    status = pod.get("status", {})
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    return status.get("phase") == "Running" and not pod.get("metadata", {}).get("deletionTimestamp") and ready
+
+
+def deputy_reason(pod: dict[str, Any]) -> str | None:
+    """Why `pod` was asked to fence (its DEPUTY condition's message), or None."""
+    for c in pod.get("status", {}).get("conditions") or []:
+        if c.get("type") == DEPUTY and c.get("status") == "True":
+            return c.get("message") or "asked to fence"
+    return None
+
+
+def tasks_by_host(cluster: dict[str, list[Any]]) -> dict[str, tuple[int, str, int]]:
+    """<hostname>.<service> -> (its rank in TF_CONFIG's order, role, index) for every task."""
+    order = [(role, i, host) for role, hosts in cluster.items() for i, host in enumerate(hosts)]
+    return {host_key(host_of(str(host))): (rank, role, i) for rank, (role, i, host) in enumerate(order)}
+
+
+def deputy_wanted(pods: list[dict[str, Any]], cluster: dict[str, list[Any]]) -> tuple[dict[str, Any], str] | None:
+    """The task's pod to ask to fence too and the fencers' node, or None: when every live fencer of
+    the release (by rule, or asked before: any pod of its task carries DEPUTY) sits on one node,
+    the first live task of TF_CONFIG on another node. So the loss of any one node leaves a fencer whatever the placement
+    (the chart spreads nothing by default), as long as the release runs on two nodes or more."""
+    tasks = tasks_by_host(cluster)
+    asked = {pod_host(p) for p in pods if deputy_reason(p)}
+    running = sorted(
+        (
+            (tasks[key], p)
+            for p in pods
+            if (key := pod_host(p) or "") in tasks and live(p) and p["spec"].get("nodeName")
+        ),
+        key=lambda t: t[0],
+    )
+    nodes = {
+        p["spec"]["nodeName"] for (_, role, i), p in running if is_fencer(cluster, role, i) or pod_host(p) in asked
+    }
+    if len(nodes) != 1:
+        return None  # spread already, or no live fencer seen (starting: nothing to judge yet)
+    (node,) = nodes
+    return next(((p, node) for _, p in running if p["spec"]["nodeName"] != node), None)
+
+
+def deputize(namespace: str, pod: dict[str, Any], node: str) -> None:
+    """Ask `pod`'s task to fence too (its agent watches its task's pods: agent.py)."""
+    name = pod["metadata"]["name"]
+    why = "every fencer of the release runs on node %s: its loss would leave no task to fence its pods" % node
+    log("asking %s (node %s) to fence too: %s" % (name, pod["spec"]["nodeName"], why))
+    condition = {
+        "type": DEPUTY,
+        "status": "True",
+        "reason": "FencersOnOneNode",
+        "message": why,
+        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
+    api(
+        "/api/v1/namespaces/%s/pods/%s/status" % (namespace, name),
+        method="PATCH",
+        body={"status": {"conditions": [condition]}},
+        content_type="application/strategic-merge-patch+json",  # merged by type: the kubelet's stay
+    )
+    EVENTS.record("AskedToFence", "asked %s to fence too: %s" % (name, why))
 
 
 def lost_peers(pods: list[dict[str, Any]], fenced: set[str], hosts: list[str]) -> set[str]:
@@ -110,7 +183,8 @@ def fence_loop(stop_event: threading.Event, on_peer_lost: Callable[[list[str]], 
     watch keeps them (no request per check). With `on_peer_lost` (the ParameterServer
     coordinator), call it once when a pod of the release is newly lost with its node:
     TensorFlow's coordinator waits on RPCs to a worker whose machine vanished (no reset, no error)
-    until TCP gives up, ~15 minutes; restarting it reconnects it to the replacement."""
+    until TCP gives up, ~15 minutes; restarting it reconnects it to the replacement. When every
+    live fencer sits on one node, ask a task on another node to fence too (deputy_wanted)."""
     every = float(env("TF_CLUSTER_FENCE_SECONDS", "0"))
     after = float(env("TF_CLUSTER_FENCE_AFTER", "10"))
     self_fence = float(env("TF_CLUSTER_SELF_FENCE", "0") or 0)
@@ -125,31 +199,40 @@ def fence_loop(stop_event: threading.Event, on_peer_lost: Callable[[list[str]], 
     known: set[str] | None
     warned, known = False, None
     hosts = peer_hosts(env("TF_CONFIG")) if on_peer_lost is not None else []
-    while not stop_event.wait(every):
-        if pods.forbidden:
-            log(
-                "cannot watch the release's pods to fence a lost node's (%s): the launcher's Role "
-                "must allow list and watch on pods" % pods.forbidden
-            )
-            return
-        if not pods.synced.is_set():
-            continue
-        current = pods.snapshot()
-        if pods.clock_offset is None:
-            continue  # no answer from the API server yet to read its clock from
-        try:
-            # the deletion deadline is the API server's time: compared on its clock, not this node's
-            fenced = fence_stranded(namespace, current, after, time.time() + pods.clock_offset, self_fence)
-            warned = False
-        except (ConfigError, urllib.error.URLError, OSError, ValueError, KeyError) as e:
-            if not warned:  # an API outage: said once, retried quietly
-                log("cannot fence pods stranded on lost nodes (will retry): %s" % e)
-                warned = True
-            continue
-        if on_peer_lost is not None:
-            lost = lost_peers(current, set(fenced), hosts)
-            if known is not None and lost - known:
-                pods.stop()
-                on_peer_lost(sorted(lost - known))
+    cluster = cluster_of(env("TF_CONFIG"))
+    asked: set[str] = set()  # the deputies this fencer asked (once each)
+    try:
+        while not stop_event.wait(every):
+            if pods.forbidden:
+                log(
+                    "cannot watch the release's pods to fence a lost node's (%s): the launcher's Role "
+                    "must allow list and watch on pods" % pods.forbidden
+                )
                 return
-            known = lost
+            if not pods.synced.is_set():
+                continue
+            current = pods.snapshot()
+            if pods.clock_offset is None:
+                continue  # no answer from the API server yet to read its clock from
+            try:
+                # the deletion deadline is the API server's time: compared on its clock, not this node's
+                fenced = fence_stranded(namespace, current, after, time.time() + pods.clock_offset, self_fence)
+                wanted = None if fenced else deputy_wanted(current, cluster)
+                if wanted is not None and wanted[0]["metadata"]["name"] not in asked:
+                    deputize(namespace, *wanted)
+                    asked.add(wanted[0]["metadata"]["name"])
+                warned = False
+            except (ConfigError, urllib.error.URLError, OSError, ValueError, KeyError) as e:
+                if not warned:  # an API outage: said once, retried quietly
+                    log("cannot fence pods stranded on lost nodes (will retry): %s" % e)
+                    warned = True
+                continue
+            if on_peer_lost is not None:
+                lost = lost_peers(current, set(fenced), hosts)
+                if known is not None and lost - known:
+                    pods.stop()  # before the restart: nothing more to fence from here
+                    on_peer_lost(sorted(lost - known))
+                    return
+                known = lost
+    finally:
+        pods.stop()  # its watch closed now, not when it would end (minutes later)

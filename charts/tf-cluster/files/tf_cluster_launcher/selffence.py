@@ -32,7 +32,8 @@ from .common import env, log
 from .fencing import not_ready_since
 from .informer import Informer
 from .kubeapi import silent_for
-from .peerpods import slim_pod
+from .peerpods import index_selector, slim_pod
+from .tfconfig import cluster_of
 
 
 def stop_reason(
@@ -64,36 +65,47 @@ def stop_reason(
     return None
 
 
-def self_fence_loop(stop: threading.Event, bound: float, on_stop: Callable[[str], None], every: float = 5.0) -> None:
-    """Watch this pod (renewed every quarter of the bound: the API server's answers) and call
-    `on_stop(why)` once when the program must stop; return then, or when `stop` is set."""
+def task_pods(bound: float) -> Informer | None:
+    """This task's pods (this one and its earlier ones: its Job index's), watched by its agent: the
+    self-fence reads its own, the deputy's request (fencing.DEPUTY) may be on any. With a self-fence
+    `bound`, renewed every quarter of it (the API server's answers); None outside a release's pod."""
+    name, namespace = env("TF_CLUSTER_POD_NAME"), env("TF_CLUSTER_NAMESPACE")
+    role, index = env("TF_CLUSTER_ROLE"), int(env("TF_TASK_INDEX", "0") or 0)
+    hosts = cluster_of(env("TF_CONFIG")).get(role) or []
+    selector = index_selector(str(hosts[index])) if name and namespace and index < len(hosts) else None
+    if not selector:
+        return None
+    return Informer(
+        "/api/v1/namespaces/%s/pods" % namespace,
+        label_selector=selector,
+        name="this task's pods",
+        keep=slim_pod,
+        answer_within=bound / 4 if bound > 0 else None,  # a round trip this often
+    ).start()
+
+
+def self_fence_loop(
+    stop: threading.Event, bound: float, on_stop: Callable[[str], None], pods: Informer, every: float = 5.0
+) -> None:
+    """Read this pod from `pods` (task_pods(bound)) and call `on_stop(why)` once when the program
+    must stop; return then, or when `stop` is set."""
     started = time.monotonic()
     margin = float(env("TF_CLUSTER_STOP_GRACE", "30") or 30) + every  # stopped before the fence's bound
-    name, namespace = env("TF_CLUSTER_POD_NAME"), env("TF_CLUSTER_NAMESPACE")
-    pod = Informer(
-        "/api/v1/namespaces/%s/pods" % namespace,
-        field_selector="metadata.name=" + name,
-        name="this pod",
-        keep=slim_pod,
-        answer_within=bound / 4,  # a round trip this often
-    ).start()
-    try:
-        while not stop.wait(every):
-            if pod.forbidden:
-                log("cannot watch this pod to self-fence (%s): the Role must allow watch on pods" % pod.forbidden)
-                return
-            silence = silent_for()
-            current = pod.snapshot()
-            why = stop_reason(
-                current[0] if current else None,
-                time.monotonic() - started if silence is None else silence,
-                bound,
-                None if pod.clock_offset is None else time.time() + pod.clock_offset,
-                margin,
-            )
-            if why:
-                log("self-fence: " + why)
-                on_stop(why)
-                return
-    finally:
-        pod.stop()
+    name = env("TF_CLUSTER_POD_NAME")
+    while not stop.wait(every):
+        if pods.forbidden:
+            log("cannot watch this pod to self-fence (%s): the Role must allow watch on pods" % pods.forbidden)
+            return
+        silence = silent_for()
+        current = [p for p in pods.snapshot() if p["metadata"]["name"] == name]
+        why = stop_reason(
+            current[0] if current else None,
+            time.monotonic() - started if silence is None else silence,
+            bound,
+            None if pods.clock_offset is None else time.time() + pods.clock_offset,
+            margin,
+        )
+        if why:
+            log("self-fence: " + why)
+            on_stop(why)
+            return

@@ -168,7 +168,9 @@ class TaskRun:
         self.coordinator = env("TF_CLUSTER_STRATEGY") == "parameterServer" and self.role == "chief"
         self.fencing = threading.Event()  # never set: the fence runs as long as the task
         self.stop_event = threading.Event()  # the child has exited: the helper threads end
-        self.peer_lost: dict[str, list[str]] = {}
+        # why the launcher stopped the program for its Job to start it again (exit 6), if it did:
+        # "self-fence", "leader" (replaced), "peer" (the coordinator's, lost with its node)
+        self.restarted_for = ""
         self.restarts = self.self_fences = False  # decided in run()
         # the pod's tf-cluster-agent container does what needs the API and tells this one in files
         self.agent = bool(env("TF_CLUSTER_AGENT_DIR"))
@@ -198,13 +200,10 @@ class TaskRun:
         if env("TF_CONFIG"):
             log(describe(env("TF_CONFIG")))
         fencer = fencer and float(env("TF_CLUSTER_FENCE_SECONDS", "0") or 0) > 0
-        # the tasks whose Job retries exit 6 without counting (the chart's podFailurePolicy, _job.tpl)
         self.self_fences = self.agent and float(env("TF_CLUSTER_SELF_FENCE", "0") or 0) > 0
-        self.restarts = (
-            self.self_fences
-            or (self.coordinator and fencer)
-            or (env("TF_CLUSTER_STRATEGY") == "multiWorkerMirrored" and self.role in ("chief", "worker"))
-        )
+        # does this task's Job retry exit 6 without counting? The chart decides, for its
+        # podFailurePolicy and here (tf-cluster.restartsUncounted)
+        self.restarts = env("TF_CLUSTER_RESTARTS") == "true"
         if fencer and not self.coordinator and not self.agent:
             threading.Thread(target=fence_loop, daemon=True, args=(self.fencing,)).start()
         if self.metrics is not None:
@@ -313,11 +312,12 @@ class TaskRun:
         echo = threading.Thread(target=echo_metrics, daemon=True, args=(self.stop_event,), kwargs={"on_line": on_line})
         echo.start()
         if coordinator_fences and self.agent:
-            threading.Thread(target=self.watch_peer_lost, daemon=True).start()
+            lost = (PEER_LOST, lambda told: self.on_peer_lost(told.split()))
+            threading.Thread(target=self.until_told, daemon=True, args=lost).start()
         elif coordinator_fences:
             threading.Thread(target=fence_loop, daemon=True, args=(self.fencing, self.on_peer_lost)).start()
         if self.self_fences:
-            threading.Thread(target=self.watch_self_fence, daemon=True).start()
+            threading.Thread(target=self.until_told, daemon=True, args=(STOP, self.on_self_fence)).start()
         leader = leader_to_watch(env("TF_CONFIG"), env("TF_CLUSTER_STRATEGY"), self.role, self.index)
         if leader:
             every = float(env("TF_CLUSTER_INCARNATION_SECONDS", "10"))
@@ -332,34 +332,34 @@ class TaskRun:
         self.set_state("exited", unless=("stopped_by_leader",))
         return self.exit_code(rc)
 
-    def watch_peer_lost(self) -> None:
-        """The agent fences as the ParameterServer coordinator; it says here when a peer was lost."""
+    def until_told(self, name: str, act: Callable[[str], bool]) -> None:
+        """Read the agent's file `name` every second until `act(what it says)` is done with it: a
+        peer lost (the agent fences as the ParameterServer coordinator), a self-fence's stop."""
         while not self.stop_event.wait(1.0):
-            names = read_told(PEER_LOST).split()
-            if names:
-                self.on_peer_lost(names)
+            told = read_told(name).strip()
+            if told and act(told):
                 return
 
-    def on_peer_lost(self, names: list[str]) -> None:
+    def on_peer_lost(self, names: list[str]) -> bool:
         log(
             "%s lost with its node; restarting the coordinator (exit %d) so it reconnects to the "
             "replacement from its last checkpoint: TensorFlow's coordinator would wait on the lost "
             "worker's RPCs until TCP gives up (~15 min)" % (", ".join(names), EXIT_PEER_LOST)
         )
-        self.peer_lost["names"] = names
+        self.restarted_for = "peer"
         stop_child(self.task["proc"], self.grace)
+        return True
 
-    def watch_self_fence(self) -> None:
-        """The agent says when the program must stop (selffence.py): it cannot confirm the task is
-        still wanted, and the fence may start its replacement once the bound has passed."""
-        while not self.stop_event.wait(1.0):
-            why = read_told(STOP).strip()
-            proc = self.task["proc"]
-            if why and proc is not None and proc.poll() is None:
-                log("self-fence: stopping the program (exit %d): %s" % (EXIT_PEER_LOST, why))
-                self.peer_lost["names"] = ["self"]
-                stop_child(proc, self.grace)
-                return
+    def on_self_fence(self, why: str) -> bool:
+        """The agent says the program must stop (selffence.py): it cannot confirm the task is still
+        wanted, and the fence may start its replacement once the bound has passed."""
+        proc = self.task["proc"]
+        if proc is None or proc.poll() is not None:
+            return False
+        log("self-fence: stopping the program (exit %d): %s" % (EXIT_PEER_LOST, why))
+        self.restarted_for = "self-fence"
+        stop_child(proc, self.grace)
+        return True
 
     def on_leader_replaced(self, host: str, old: list[str], new: list[str]) -> None:
         proc = self.task["proc"]
@@ -370,7 +370,7 @@ class TaskRun:
             "the old one, gone with its node; restarting (exit %d) so that it joins the new one from "
             "the last checkpoint" % (host, ", ".join(new), ", ".join(old), EXIT_PEER_LOST)
         )
-        self.peer_lost["names"] = [host]
+        self.restarted_for = "leader"
         stop_child(proc, self.grace)
 
     def exit_code(self, rc: int) -> int:
@@ -380,13 +380,13 @@ class TaskRun:
             return leader_exit(outcome["leader"], already=False)
         if "signal" in outcome and self.leader_succeeded():
             return 0
-        if self.peer_lost.get("names") == ["self"]:
+        if self.restarted_for == "self-fence":
             log("task stopped by its self-fence (exit %d): its Job starts it again" % EXIT_PEER_LOST)
             return EXIT_PEER_LOST
-        if self.peer_lost and not self.coordinator:
+        if self.restarted_for == "leader":
             log("task stopped after its leader was replaced (exit %d): its Job starts it again" % EXIT_PEER_LOST)
             return EXIT_PEER_LOST
-        if self.peer_lost:
+        if self.restarted_for == "peer":
             log("coordinator stopped after a lost peer (exit %d): its Job starts it again" % EXIT_PEER_LOST)
             EVENTS.record(
                 "RestartingCoordinator",
