@@ -107,8 +107,9 @@ def test_a_child_that_saves_and_exits_0_on_sigterm_is_not_a_success_unless_the_r
     assert p.stdout.readline().strip() == "ready"
     p.send_signal(signal.SIGTERM)
     _, err = p.communicate(timeout=30)
-    assert (tmp_path / "checkpointed").read_text() == "saved"  # it had its time to save
-    assert "forwarding to the child" in err
+    saved = tmp_path / "checkpointed"
+    assert saved.is_file() and saved.read_text() == "saved", err  # it had its time to save
+    assert "forwarding to the child" in err, err
     assert p.returncode == rc, err
     if rc:
         assert "task stopped by signal 15 before the run was over (the command exited 0; exit 143" in err
