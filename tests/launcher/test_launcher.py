@@ -438,7 +438,7 @@ def test_fencers_on_one_node_ask_the_first_task_on_another_node(placed, want):
         if task.startswith("old "):
             p["metadata"]["name"], p["status"]["phase"] = p["metadata"]["name"] + "-old", "Failed"
         pods.append(p)
-    got = launcher_fencing.deputy_wanted(pods, cluster)
+    got = launcher_fencing.deputy_wanted(pods, launcher_fencing.tasks_by_host(cluster))
     assert (got and (got[0]["spec"]["hostname"], got[1])) == (want and ("r-" + want[0], want[1]))
 
 

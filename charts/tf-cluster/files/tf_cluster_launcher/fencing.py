@@ -115,18 +115,21 @@ def deputy_reason(pod: dict[str, Any]) -> str | None:
     return None
 
 
-def tasks_by_host(cluster: dict[str, list[Any]]) -> dict[str, tuple[int, str, int]]:
-    """<hostname>.<service> -> (its rank in TF_CONFIG's order, role, index) for every task."""
+def tasks_by_host(cluster: dict[str, list[Any]]) -> dict[str, tuple[int, bool]]:
+    """<hostname>.<service> -> (its rank in TF_CONFIG's order, a fencer by rule?) for every task:
+    computed once per fence loop, read on each check."""
     order = [(role, i, host) for role, hosts in cluster.items() for i, host in enumerate(hosts)]
-    return {host_key(host_of(str(host))): (rank, role, i) for rank, (role, i, host) in enumerate(order)}
+    return {
+        host_key(host_of(str(host))): (rank, is_fencer(cluster, role, i)) for rank, (role, i, host) in enumerate(order)
+    }
 
 
-def deputy_wanted(pods: list[dict[str, Any]], cluster: dict[str, list[Any]]) -> tuple[dict[str, Any], str] | None:
+def deputy_wanted(pods: list[dict[str, Any]], tasks: dict[str, tuple[int, bool]]) -> tuple[dict[str, Any], str] | None:
     """The task's pod to ask to fence too and the fencers' node, or None: when every live fencer of
     the release (by rule, or asked before: any pod of its task carries DEPUTY) sits on one node,
-    the first live task of TF_CONFIG on another node. So the loss of any one node leaves a fencer whatever the placement
-    (the chart spreads nothing by default), as long as the release runs on two nodes or more."""
-    tasks = tasks_by_host(cluster)
+    the first live task of TF_CONFIG (`tasks`: tasks_by_host) on another node. So the loss of any
+    one node leaves a fencer whatever the placement (the chart spreads nothing by default), as
+    long as the release runs on two nodes or more."""
     asked = {pod_host(p) for p in pods if deputy_reason(p)}
     running = sorted(
         (
@@ -136,9 +139,7 @@ def deputy_wanted(pods: list[dict[str, Any]], cluster: dict[str, list[Any]]) -> 
         ),
         key=lambda t: t[0],
     )
-    nodes = {
-        p["spec"]["nodeName"] for (_, role, i), p in running if is_fencer(cluster, role, i) or pod_host(p) in asked
-    }
+    nodes = {p["spec"]["nodeName"] for (_, by_rule), p in running if by_rule or pod_host(p) in asked}
     if len(nodes) != 1:
         return None  # spread already, or no live fencer seen (starting: nothing to judge yet)
     (node,) = nodes
@@ -199,7 +200,7 @@ def fence_loop(stop_event: threading.Event, on_peer_lost: Callable[[list[str]], 
     known: set[str] | None
     warned, known = False, None
     hosts = peer_hosts(env("TF_CONFIG")) if on_peer_lost is not None else []
-    cluster = cluster_of(env("TF_CONFIG"))
+    tasks = tasks_by_host(cluster_of(env("TF_CONFIG")))
     asked: set[str] = set()  # the deputies this fencer asked (once each)
     try:
         while not stop_event.wait(every):
@@ -217,7 +218,7 @@ def fence_loop(stop_event: threading.Event, on_peer_lost: Callable[[list[str]], 
             try:
                 # the deletion deadline is the API server's time: compared on its clock, not this node's
                 fenced = fence_stranded(namespace, current, after, time.time() + pods.clock_offset, self_fence)
-                wanted = None if fenced else deputy_wanted(current, cluster)
+                wanted = None if fenced else deputy_wanted(current, tasks)
                 if wanted is not None and wanted[0]["metadata"]["name"] not in asked:
                     deputize(namespace, *wanted)
                     asked.add(wanted[0]["metadata"]["name"])
