@@ -43,6 +43,11 @@ def task_name() -> str:
     return "%s-%s" % (env("TF_CLUSTER_ROLE", "task"), env("TF_TASK_INDEX", "0"))
 
 
+def now_rfc3339() -> str:
+    """This moment as the API's timestamps write it (an Event's time, a condition's transition)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+
+
 def log(msg: str) -> None:
     sys.stderr.write("[launcher %s] %s\n" % (task_name(), msg))
     sys.stderr.flush()

@@ -10,7 +10,7 @@ import urllib.error
 import urllib.request
 
 from . import kubeapi
-from .common import ConfigError, env, log
+from .common import ConfigError, env, log, now_rfc3339
 from .kubeapi import api
 from .tfconfig import cluster_of
 
@@ -55,7 +55,7 @@ class Events:
                 self.sent[reason][0] = count + 1  # counted; sent with the next update
                 return
             self.sent[reason] = [count + 1, now]
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            stamp = now_rfc3339()
             name = "%s.tf-cluster-%s" % (self.pod, reason.lower())
             path = "/api/v1/namespaces/%s/events" % self.namespace
             try:

@@ -8,7 +8,7 @@ import urllib.error
 import urllib.request
 from typing import TYPE_CHECKING, Any, Callable
 
-from .common import ConfigError, env, log
+from .common import ConfigError, env, log, now_rfc3339
 from .events import EVENTS
 from .informer import Informer
 from .kubeapi import api
@@ -156,7 +156,7 @@ def deputize(namespace: str, pod: dict[str, Any], node: str) -> None:
         "status": "True",
         "reason": "FencersOnOneNode",
         "message": why,
-        "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "lastTransitionTime": now_rfc3339(),
     }
     api(
         "/api/v1/namespaces/%s/pods/%s/status" % (namespace, name),
