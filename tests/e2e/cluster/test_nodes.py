@@ -629,6 +629,13 @@ def test_a_node_cut_off_from_the_control_plane_stops_its_task_before_the_fence_r
     t_fenced = time.time()
     assert core.read_namespaced_pod(victim, ns).status.phase == "Failed", f"{victim} not fenced within {BOUND_S}s"
     assert t_stopped is not None, "the cut-off chief still trained when the fence replaced it: two chiefs"
+    # its replacement starts on another node while this one is still cut off
+    wait_until(
+        lambda: lost_node_timeline(api, ns, victim, t_fault)["replacement running"] > 0,
+        "the chief's replacement running",
+        120,
+        every=2,
+    )
     timeline = lost_node_timeline(api, ns, victim, t_fault)
     timeline.update({"self-fenced": t_stopped - t_fault, "fenced": t_fenced - t_fault})
     node_fault("heal", str(LOST.index))
@@ -640,6 +647,7 @@ def test_a_node_cut_off_from_the_control_plane_stops_its_task_before_the_fence_r
     # of the bound before the cut (the watch's renewal), plus the agent's check (5 s), the stop
     # grace and 10 s
     assert timeline["self-fenced"] <= SELF_FENCE_S + SELF_FENCE_S // 4 + 5 + GRACE_S // 2 + 10, timeline
+    assert timeline["replacement running"] <= BOUND_S, f"recovery took longer than the stated bound {BOUND_S}s"
     spans = writers(api, ns, release)
     say(
         "writers (s after the cut): "
