@@ -6,6 +6,7 @@ binaries and the real Kubernetes 1.37 schemas. The scheduler's behaviour is the 
 from __future__ import annotations
 
 import pytest
+import yaml
 
 from rendering import EXAMPLES, HELM_VERSIONS
 from tf_cluster import ROOT, helm, schemas
@@ -163,3 +164,48 @@ def test_gang_scheduler_podgroups_validate_against_their_published_crds(pod_grou
     group["spec"]["minMembers"] = 4  # a misspelt field
     (problem,) = schemas.validate_custom(group)
     assert "minMembers" in problem.message
+
+
+def on_host(selector: dict, **extra) -> dict:
+    return {"labelSelector": selector, "topologyKey": "kubernetes.io/hostname", **extra}
+
+
+WORKER_0 = {
+    "app.kubernetes.io/instance": "rel",
+    "app.kubernetes.io/component": "worker",
+    "batch.kubernetes.io/job-completion-index": "0",
+}
+
+
+def chief_affinity(kind: str, term: dict) -> dict:
+    return {"roles": {"chief": {"replicas": 1, "affinity": {"podAffinity": {kind: [term]}}}}}
+
+
+# The refused ones are in tests/bad-values (gang-affinity-*): a required term on a role created later.
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"scheduling": {"singleNode": True}},  # every pod matches its own term: the first placed meets it
+        {"roles": {"worker": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            on_host({"matchLabels": {"app.kubernetes.io/component": "worker"}})]}}}}},  # every worker matches
+        {"roles": {"worker": {"affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            on_host({"matchLabels": WORKER_0})]}}}}},  # worker 0 is created, so placed, first (measured)
+        {"roles": {"chief": {"replicas": 1}, "worker": {"affinity": {"podAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                on_host({"matchLabels": {"app.kubernetes.io/component": "chief"}})]}}}}},  # created first
+        chief_affinity("requiredDuringSchedulingIgnoredDuringExecution", on_host({"matchLabels": {"app": "cache"}})),
+        chief_affinity("requiredDuringSchedulingIgnoredDuringExecution", on_host({"matchLabels": WORKER_0},
+                                                                                namespaces=["elsewhere"])),
+        chief_affinity("preferredDuringSchedulingIgnoredDuringExecution",
+                       {"weight": 100, "podAffinityTerm": on_host({"matchLabels": WORKER_0})}),
+        {**chief_affinity("requiredDuringSchedulingIgnoredDuringExecution", on_host({"matchLabels": WORKER_0})),
+         "scheduling": {"gang": False}},
+    ],
+    ids=["singleNode", "own-role", "worker-0", "an-earlier-role", "outside-the-release", "other-namespace",
+         "preferred", "gang-off"],
+)  # fmt: skip
+def test_a_required_pod_affinity_the_gang_can_meet_renders(values, tmp_path):
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    docs = render((MWMS, path), sets=() if "gang" in values.get("scheduling", {}) else ("scheduling.gang=true",))
+    assert kind(docs, "Job")

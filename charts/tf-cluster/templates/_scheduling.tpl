@@ -178,3 +178,47 @@ single
 {{- end -}}
 {{- toJson $aff -}}
 {{- end -}}
+
+{{/* The labels a role's pods carry, as JSON: the pod template's, and the Job controller's job
+     name; the labels whose value differs from pod to pod (the completion index, the Job's uid)
+     are left out (see "tf-cluster.selectorMatches"). Usage: as "tf-cluster.inGang". */}}
+{{- define "tf-cluster.podLabels" -}}
+{{- $ctx := .context -}}
+{{- $role := include "tf-cluster.role" . | fromJson -}}
+{{- $out := include "tf-cluster.componentSelectorLabels" (dict "context" $ctx "component" .role) | fromYaml -}}
+{{- $_ := set $out "tf-cluster.io/run" (default "none" (include "tf-cluster.runSuffix" $ctx)) -}}
+{{- $out = merge $out (default dict $role.podLabels) (include "tf-cluster.gangPodMeta" . | fromJson).labels -}}
+{{- $job := include "tf-cluster.jobName" . -}}
+{{- $_ := set $out "batch.kubernetes.io/job-name" $job -}}
+{{- $_ := set $out "job-name" $job -}}
+{{- toJson $out -}}
+{{- end -}}
+
+{{/* Whether a LabelSelector matches the pods of one role: "yes" (every pod), "no" (none), or
+     "some" (it names a label the Job controller sets per pod: the completion index, the uid).
+     Usage: include "tf-cluster.selectorMatches" (dict "selector" $sel "labels" $podLabels) */}}
+{{- define "tf-cluster.selectorMatches" -}}
+{{- $perPod := list "batch.kubernetes.io/job-completion-index" "batch.kubernetes.io/controller-uid" "controller-uid" -}}
+{{- $labels := .labels -}}
+{{- $result := "yes" -}}
+{{- $reqs := list -}}
+{{- range $k, $v := default dict .selector.matchLabels -}}
+{{- $reqs = append $reqs (dict "key" $k "operator" "In" "values" (list $v)) -}}
+{{- end -}}
+{{- range $req := concat $reqs (default list .selector.matchExpressions) -}}
+{{- $values := list -}}
+{{- range $x := default list $req.values -}}{{- $values = append $values (toString $x) -}}{{- end -}}
+{{- $has := hasKey $labels $req.key -}}
+{{- $value := toString (get $labels $req.key) -}}
+{{- if has $req.key $perPod -}}
+{{- if eq $req.operator "DoesNotExist" -}}{{- $result = "no" -}}
+{{- else if and (ne $req.operator "Exists") (eq $result "yes") -}}{{- $result = "some" -}}
+{{- end -}}
+{{- else if eq $req.operator "In" -}}{{- if not (and $has (has $value $values)) -}}{{- $result = "no" -}}{{- end -}}
+{{- else if eq $req.operator "NotIn" -}}{{- if and $has (has $value $values) -}}{{- $result = "no" -}}{{- end -}}
+{{- else if eq $req.operator "Exists" -}}{{- if not $has -}}{{- $result = "no" -}}{{- end -}}
+{{- else if eq $req.operator "DoesNotExist" -}}{{- if $has -}}{{- $result = "no" -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $result -}}
+{{- end -}}

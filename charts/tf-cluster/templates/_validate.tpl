@@ -57,6 +57,7 @@ and nothing renders on failure (Helm renders every template before it prints any
 {{- fail (printf "scheduling: the gang's pods differ in %s (%s); the scheduler refuses a group whose pods do: set roleDefaults.%s for all of them, or turn the gang off (scheduling.gang=false, scheduling.podGroup=\"\")" $key (join ", " $shown) $key) -}}
 {{- end -}}
 {{- end -}}
+{{- include "tf-cluster.validateGangAffinity" . -}}
 {{- end -}}
 {{- $fullname := include "tf-cluster.fullname" . -}}
 {{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" $fullname) -}}
@@ -118,4 +119,44 @@ and nothing renders on failure (Helm renders every template before it prints any
 {{- end -}}
 {{- include "tf-cluster.validateKubernetes" . -}}
 {{- include "tf-cluster.tfConfigSizeCheck" . -}}
+{{- end -}}
+
+{{/* With Kubernetes' own gang (the native PodGroup) the scheduler places the gang's pods in one
+     cycle, in the queue's order (the order they were created: the chief's Job's, then the ps', then
+     the workers', as Helm and Argo CD create Jobs by name; a Job creates index 0 first), and a
+     required pod affinity term counts only the pods placed before it. So a term on pods of a role
+     created later is never met and the release waits forever. Measured on the e2e node (1.37):
+     the chief required beside worker 0, and a ps beside the workers, stayed Pending ("didn't match
+     pod affinity rules", 600 s and 120 s); workers beside the chief, and beside worker 0, were
+     placed (tests/e2e/cluster/test_gang.py shows the first). */}}
+{{- define "tf-cluster.validateGangAffinity" -}}
+{{- $ctx := . -}}
+{{- if eq (include "tf-cluster.gang" .) "native" -}}
+{{- $gang := list -}}
+{{- range $role := splitList " " (include "tf-cluster.rolesWith" (dict "context" $ctx "trait" "inGang")) -}}
+{{- $r := dict "context" $ctx "role" $role -}}
+{{- $n := int (include "tf-cluster.jobReplicas" $r) -}}
+{{- if gt $n 0 -}}
+{{- $gang = append $gang (dict "role" $role "replicas" $n "labels" (include "tf-cluster.podLabels" $r | fromJson)) -}}
+{{- end -}}
+{{- end -}}
+{{- range $member := $gang -}}
+{{- $spec := include "tf-cluster.role" (dict "context" $ctx "role" $member.role) | fromJson -}}
+{{- $aff := include "tf-cluster.affinity" (dict "context" $ctx "affinity" $spec.affinity) | fromJson -}}
+{{- range $i, $term := (default dict $aff.podAffinity).requiredDuringSchedulingIgnoredDuringExecution -}}
+{{- $here := or (empty $term.namespaces) (has $ctx.Release.Namespace $term.namespaces) (hasKey $term "namespaceSelector") -}}
+{{- if and $here (hasKey $term "labelSelector") (kindIs "map" $term.labelSelector) -}}
+{{- $self := include "tf-cluster.selectorMatches" (dict "selector" $term.labelSelector "labels" $member.labels) -}}
+{{- if ne $self "yes" -}}
+{{- range $other := $gang -}}
+{{- $m := include "tf-cluster.selectorMatches" (dict "selector" $term.labelSelector "labels" $other.labels) -}}
+{{- if and (ne $m "no") (gt $other.role $member.role) -}}
+{{- fail (printf "roles.%s.affinity (or roleDefaults.affinity): podAffinity.requiredDuringSchedulingIgnoredDuringExecution[%d] (labelSelector %s) selects %s pods of this release's gang, which are created after the %s pods. With the gang on (scheduling.gang: Kubernetes' PodGroup) the scheduler places the gang's pods in one cycle, in the order they were created (chief, ps, workers), and a required affinity counts only the pods placed before it: the %s pods would never be placed and the release would wait forever. Make that term preferredDuringSchedulingIgnoredDuringExecution, require it the other way round (roles.%s beside the %s pods), or set scheduling.gang=false" $member.role (int $i) (toJson $term.labelSelector) $other.role $member.role $member.role $other.role $member.role) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}

@@ -11,6 +11,7 @@ import time
 from decimal import Decimal
 
 import pytest
+import yaml
 from needs import absent
 from test_cluster import EX, SMALL, all_complete, helm_in, install, pods_of, say, wait
 
@@ -210,3 +211,83 @@ def test_smoke_explains_a_gang_that_can_never_fit_and_stops(tmp_path):
     assert r.returncode != 0
     assert "0 of 2 tasks placed (minCount 2)" in out and "It can never start" in out
     assert "cpu 6 > 2" in out and "Lower roles.*.resources or replicas, or add nodes" in out
+
+
+# The chart refuses these values (tf-cluster.validateGangAffinity); this shows on the real scheduler why
+@pytest.mark.extended
+def test_a_required_affinity_to_a_gang_pod_created_later_is_never_met_so_the_chart_refuses_it(api, ns, tmp_path):
+    """The chief required beside worker 0, the gang on: installed from a copy of the chart without
+    that one render-time rule, no pod of the release is placed (the scheduler tries the gang's pods
+    in creation order, the chief first, and its term counts only pods placed before it); the chart
+    itself refuses the values, naming the role and the term."""
+    import shutil
+
+    from kubernetes import client
+
+    from tf_cluster import CHART
+
+    term = {
+        "labelSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/instance": "buddy",
+                "app.kubernetes.io/component": "worker",
+                "batch.kubernetes.io/job-completion-index": "0",
+            }
+        },
+        "topologyKey": "kubernetes.io/hostname",
+    }
+    values = tmp_path / "buddy.yaml"
+    values.write_text(
+        yaml.safe_dump(
+            {
+                "scheduling": {"gang": True},
+                "roles": {
+                    "chief": {
+                        "replicas": 1,
+                        "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}},
+                    },
+                    "worker": {"replicas": 2},
+                },
+            }
+        )
+    )
+    refused = helm_in(ns).render("buddy", helm.Values.of([EX / "mwms-cpu.yaml", values, SMALL]))
+    assert refused.returncode != 0 and "roles.chief.affinity" in refused.stderr, refused.stderr
+    unruled = tmp_path / "chart"
+    shutil.copytree(CHART, unruled)
+    rules = unruled / "templates" / "_validate.tpl"
+    text = rules.read_text()
+    assert '{{- include "tf-cluster.validateGangAffinity" . -}}\n' in text
+    rules.write_text(text.replace('{{- include "tf-cluster.validateGangAffinity" . -}}\n', "", 1))
+    r = helm_in(ns).install(
+        "buddy", helm.Values.of([EX / "mwms-cpu.yaml", values, SMALL], set_string=QUICK), chart=unruled
+    )
+    assert r.returncode == 0, r.stderr
+    # the other way round, which the chart renders: the workers required beside the chief, created first
+    converse = tmp_path / "converse.yaml"
+    chief = {
+        "labelSelector": {
+            "matchLabels": {"app.kubernetes.io/instance": "converse", "app.kubernetes.io/component": "chief"}
+        }
+    }
+    worker = {"replicas": 2, "affinity": {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+        {**chief, "topologyKey": "kubernetes.io/hostname"}]}}}  # fmt: skip
+    converse.write_text(
+        yaml.safe_dump({"scheduling": {"gang": True}, "roles": {"chief": {"replicas": 1}, "worker": worker}})
+    )
+    install(ns, "converse", EX / "mwms-cpu.yaml", converse, sets=QUICK)
+    time.sleep(60)
+    core = client.CoreV1Api(api)
+    pods = {
+        r: [p for p in core.list_namespaced_pod(ns).items if p.metadata.name.startswith(f"{r}-")]
+        for r in ("buddy", "converse")
+    }
+    placed = {r: [p.metadata.name for p in ps if p.spec.node_name] for r, ps in pods.items()}
+    events = core.list_namespaced_event(ns, field_selector="reason=FailedScheduling").items
+    said = sorted({e.message for e in events if e.involved_object.name.startswith("buddy-tf-cluster-chief")})
+    n = {r: f"{len(placed[r])} of {len(pods[r])}" for r in pods}
+    say(f"60 s after install: the chief beside worker 0 (without the rule) placed {n['buddy']}, the chief's: "
+        f"{said[:1]}; the workers beside the chief placed {n['converse']}")  # fmt: skip
+    assert len(pods["buddy"]) == 3 and placed["buddy"] == [], placed
+    assert any("pod affinity" in m for m in said), said
+    assert len(pods["converse"]) == 3 and len(placed["converse"]) == 3, placed
