@@ -11,7 +11,8 @@ Memory is what limits it on one machine: a 4096-task release of a chart whose po
 TF_CONFIG (before 2.0.0: bench_sim.py's "chart before" rows) held ~1.8 GB in etcd, etcd keeps 5000
 raft entries, and the API server and etcd run with a GOMEMLIMIT (6 and 4 GiB).
 
-The API server writes an audit log of the requests made by service accounts (the tasks' own token):
+The API server writes an audit log of the requests made by service accounts (the tasks' own token,
+bound to its pod as the kubelet's are, so each event names the pod: POD_NAME in its user's extra):
 bench_sim.py counts a launcher's requests there, and the API server's own metrics for the rest.
 
     from node.sim import SimCluster     (hack/ on sys.path)
@@ -44,6 +45,7 @@ from .pki import loopback_apiserver_pki, token_kubeconfig
 
 KWOK_DIR = Path(os.environ.get("KWOK_DIR") or CACHE / f"kwok-{os.environ.get('KWOK_VERSION', '0.8.0')}")
 ADMIN_TOKEN = "sim-admin-token"
+POD_NAME = "authentication.kubernetes.io/pod-name"  # a pod-bound token's pod, in an audit event's user.extra
 # as hack/node/control_plane.py: the gang API served, and GenericWorkload on in all three
 GANG = ["--feature-gates=GenericWorkload=true"]
 # The Corefile of Kubernetes' CoreDNS addon (kubeadm's), on a loopback address of its own; no
@@ -163,6 +165,7 @@ class SimCluster:
         self.nodes, self.node_pods, self.dns_ip = nodes, node_pods, dns_ip
         self.procs: dict[str, subprocess.Popen] = {}
         self.config_maps: dict[tuple[str, str], dict] = {}
+        self.agents: dict[str, subprocess.Popen] = {}  # pod name -> its tf-cluster-agent sidecar (task())
         self.port = free_port()
         self.dns_metrics = free_port()
         self.kubeconfig = self.work / "kubeconfig"
@@ -471,10 +474,12 @@ class SimCluster:
         whose /etc/resolv.conf is the pod's (its namespace's search domains, this CoreDNS). Its
         output (stdout and stderr, lines) on the process' stdout."""
         namespace, sa = pod["metadata"]["namespace"], pod["spec"]["serviceAccountName"]
-        sa_dir = workdir / f"sa-{namespace}-{sa}"
+        # a token bound to the pod, as the kubelet projects one: the audit log then names the pod
+        # each request came from (user.extra's POD_NAME), where the account alone is every task's
+        sa_dir = workdir / f"sa-{namespace}-{pod['metadata']['name']}"
         if not (sa_dir / "token").exists():
             sa_dir.mkdir(parents=True, exist_ok=True)
-            (sa_dir / "token").write_text(self.token(namespace, sa))
+            (sa_dir / "token").write_text(self.token(namespace, sa, pod=pod))
             (sa_dir / "ca.crt").write_text((self.work / "ca.crt").read_text())
         resolv = workdir / f"resolv-{namespace}.conf"
         resolv.write_text(
@@ -500,6 +505,7 @@ class SimCluster:
             agent = subprocess.Popen(
                 [*in_pod_dns, sys.executable, str(launcher), "--agent"], env=env, stdout=agent_log, stderr=agent_log
             )
+            self.agents[pod["metadata"]["name"]] = agent  # a lost node's are killed with its task (bench_sim.py)
             env = {**env, "TF_CLUSTER_SA_DIR": str(workdir / "no-token")}  # the training container has none
         task = subprocess.Popen(
             [*in_pod_dns, sys.executable, str(launcher), "--", *program],
@@ -517,12 +523,19 @@ class SimCluster:
             threading.Thread(target=stop_agent_after_task, daemon=True).start()
         return task
 
-    def token(self, namespace: str, service_account: str, seconds: int = 7200) -> str:
+    def token(self, namespace: str, service_account: str, seconds: int = 7200, pod: dict | None = None) -> str:
+        """A token of the service account, bound to `pod` when given (valid while that pod exists)."""
         from kubernetes import client
 
+        bound = None
+        if pod is not None:
+            meta = pod["metadata"]
+            bound = client.V1BoundObjectReference(api_version="v1", kind="Pod", name=meta["name"], uid=meta["uid"])
         req = client.AuthenticationV1TokenRequest(
             spec=client.V1TokenRequestSpec(
-                audiences=["https://kubernetes.default.svc.cluster.local"], expiration_seconds=seconds
+                audiences=["https://kubernetes.default.svc.cluster.local"],
+                expiration_seconds=seconds,
+                bound_object_ref=bound,
             )
         )
         return (
