@@ -158,7 +158,7 @@ bench: image  ## measure and write docs/benchmarks.md (+ PNGs): scale, run-local
 	$(MAKE) bench-sim
 	cd tests/bench && ../../$(PY) report.py
 
-bench-sim: setup  ## thousands of tasks on a simulated cluster (kwok's nodes, the real control plane and CoreDNS): starts of 64/512/4096 tasks, gang on and off, what the launchers ask of the API and DNS, and the Events they record during a start (~65 min)
+bench-sim: setup  ## thousands of tasks on a simulated cluster (kwok's nodes, the real control plane and CoreDNS): starts of 64/512/4096 tasks, gang on and off, the bare-pod floor, what the launchers ask of the API and DNS in fixed windows (hours), and the Events they record during a start
 	bash hack/node/build.sh kube-apiserver kube-controller-manager kube-scheduler coredns etcd kwok
 	cd tests/bench && ../../$(PY) bench_sim.py
 	cd tests/bench && ../../$(PY) bench_sim_events.py

@@ -1,5 +1,5 @@
 """Thousands of tasks on a simulated cluster (hack/node/sim.py: the real control plane 1.37, kwok's fake
-nodes, the real CoreDNS with the addon's Corefile). Two benchmarks, figures into build/bench/sim.json
+nodes, the real CoreDNS with the addon's Corefile). Three benchmarks, figures into build/bench/sim.json
 (report.py: docs/benchmarks.md and its PNG):
 
 1. **Starts.** A MultiWorkerMirrored release of N workers and a ParameterServer release of N tasks
@@ -8,16 +8,22 @@ nodes, the real CoreDNS with the addon's Corefile). Two benchmarks, figures into
    bound and Running; the Job's and PodGroup's status; EndpointSlices; the API requests the start
    caused (the API server's apiserver_request_total, less nodes and leases: kwok's heartbeats);
    etcd's size.
-2. **What the launchers ask.** In the same clusters (gang off), the real launcher for a sample of
-   the release's tasks (up to 32 processes: the leading task and others, each with its pod's own
-   environment and service account token, `-- sleep` as its program, resolving through CoreDNS):
-   API requests (the API server's audit log of the tasks' service account) and DNS queries
-   (CoreDNS' coredns_dns_requests_total) per task at start and per minute afterwards; the same for
-   a ParameterServer release (chief, 2 ps, N-3 workers), whose servers follow the leading Job.
-   Each with this checkout's launcher and with an older one (--before REV, default 254fea0: the
-   launcher before peers were watched and the leader followed by a watch).
+2. **The floor.** On a new cluster of the same kind, the same release's pods as bare pods (no Job),
+   created at kube-controller-manager's default client rate: the time until all are Running, which
+   the report shows each start against, as a ratio.
+3. **What the launchers ask.** In the same clusters as 1 (gang off), the real launcher for a sample
+   of the release's tasks (up to 32 processes: the leading task and others, each with its pod's own
+   environment and a token bound to its pod, `-- sleep` as its program, resolving through CoreDNS):
+   API requests (the API server's audit log of the tasks' service account, each request's pod named
+   by its token) and DNS queries (CoreDNS' coredns_dns_requests_total) in four windows one after the
+   other, fixed below before any run: (a) the start, (b) the fencers' first LIST of the release's
+   pods, (c) a steady window of STEADY_S, (d) one node lost, for FAULT_S. The same for a
+   ParameterServer release (chief, 2 ps, N-3 workers), whose servers follow the leading Job. Each
+   with this checkout's launcher and with an older one (--before REV, default 254fea0: the launcher
+   before peers were watched and the leader followed by a watch), in the same windows.
 
-    .venv/bin/python tests/bench/bench_sim.py [--sizes 64,512,4096] [--before REV] [--steady 120]
+    .venv/bin/python tests/bench/bench_sim.py [--sizes 64,512,4096] [--shapes ...] [--before REV]
+    .venv/bin/python tests/bench/bench_sim.py --smoke --out sim-smoke --sizes 64 --shapes mwms
 """
 
 from __future__ import annotations
@@ -27,21 +33,66 @@ import json
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
+import sim_audit
 from benchlib import OUT, chart_at, launcher_at, save, say, table
+from sim_audit import by_verb  # noqa: F401 - bench_sim_events.py reads the events by verb from here
 
 from tf_cluster import CHART, ROOT, helm
 
 sys.path.insert(0, str(ROOT / "hack"))  # the node harness: its simulated cluster
-from node.sim import SimCluster, missing  # noqa: E402
+from node.sim import SimCluster, missing, pod_env  # noqa: E402
 
 LAUNCHER = CHART / "files" / "launcher.py"
 BACKGROUND = {"nodes", "nodes/status", "leases"}  # kwok's heartbeats for its 256 nodes, not the release
+
+# The launchers' windows, chosen before any run (issue 46) and printed in the report. Constants, not
+# flags, so that no run moves a window after seeing what it measured; --smoke alone shortens the
+# steady one, to check this script, and its figures go to another --out that report.py refuses.
+START_LIMIT_S = 600  # (a) every launcher has started its program within this, or the run fails
+# (b) the fencers' first LIST of the release's pods, answered whole within this after the start (at
+# 4096 tasks ~575 MB read from etcd in pages of 250); a LIST not done by then is reported so
+LIST_LIMIT_S = 600
+# (c) the steady window: a launcher's watch lasts a random 5-10 min (tf_cluster_launcher.informer
+# WATCH_SECONDS), so 20 min holds at least two whole cycles of every watch, each one renewed at least
+# twice in it, whatever its phase; the self-fence's watch of a task's own pod lasts a quarter of
+# nodeLoss.selfFenceSeconds (60 s by default)
+STEADY_S = 1200
+# (d) one node lost, from the steady window's end: the node lifecycle controller finds it NotReady
+# after its grace (50 s), evicts its pods after nodeLoss.tolerationSeconds (30), whose deadline is
+# job.terminationGracePeriodSeconds (60) later; the fence marks one Failed once it has been not Ready
+# for nodeLoss.selfFenceSeconds + fenceAfterSeconds (250) and is checked every fenceCheckSeconds
+# (10): ~310 s after the loss with the chart's defaults; 420 s leaves the Job's replacement time to
+# run, and stays under kwok's 600 s until its next heartbeat of the node (take_node)
+FAULT_S = 420
+SMOKE_STEADY_S = 180  # --smoke: the steady window only (the fault's is the fence's own time)
+# kube-controller-manager's default --kube-api-qps and --kube-api-burst, which hack/node/sim.py
+# keeps: the Job controller creates pods at this rate, and the floor's bare pods are created at it
+FLOOR_QPS, FLOOR_BURST = 20, 30
+LOST_LABEL = "tf-cluster.io/bench-lost"  # on the node the fault took (take_node)
+LOST_HOLDER = "tf-cluster-bench: node lost"  # the Lease's holder while it is lost: not kwok
+
+
+@dataclass(frozen=True)
+class Windows:
+    """The launchers' windows in seconds (the constants above; shorter only with --smoke)."""
+
+    list_limit: float = LIST_LIMIT_S
+    steady: float = STEADY_S
+    fault: float = FAULT_S
+    smoke: bool = False
+
+    def saved(self) -> dict:
+        return {"start_limit_s": START_LIMIT_S, "list_limit_s": self.list_limit, "steady_s": self.steady,
+                "fault_s": self.fault, "floor_qps": FLOOR_QPS, "floor_burst": FLOOR_BURST}  # fmt: skip
 
 
 def values_for(shape: str, n: int, gang: bool) -> helm.Values:
@@ -73,6 +124,44 @@ def values_for(shape: str, n: int, gang: bool) -> helm.Values:
     )
 
 
+def follow_pods(
+    sim: SimCluster, ns: str, n: int, t0: float, what: str, check: Callable[[], object] | None = None
+) -> tuple[list, dict]:
+    """Follow the namespace's pods until all n are Running (or the cluster cannot go on): the curve of
+    (seconds after t0, created, bound, Running) and when each reached n. `check` is called each poll
+    (it raises when what creates the pods failed)."""
+    curve: list[tuple] = []
+    marks: dict = {}
+    last_say = 0.0
+    while True:
+        sim.check_alive()
+        if check is not None:
+            check()
+        rows = sim.pod_table(ns)
+        now = time.time() - t0
+        created = len(rows)
+        bound = sum(1 for p in rows if p.get("Node") not in (None, "", "<none>"))
+        running = sum(1 for p in rows if p.get("Status") == "Running")
+        curve.append((round(now, 2), created, bound, running))
+        for key, count in (("created", created), ("bound", bound), ("running", running)):
+            if key not in marks and count >= n:
+                marks[key] = round(now, 2)
+        marks["reached"] = {"created": created, "bound": bound, "running": running}
+        if "running" in marks:
+            break
+        if now - last_say >= 10:
+            say(f"  {what}: {now:.0f}s: {created} created, {bound} bound, {running} Running")
+            last_say = now
+        stalled = sim.stalled()
+        if stalled or now > 1800:
+            # Kubernetes could not go on (etcd full): what was reached is the figure, and why it stopped
+            marks["stopped"] = stalled or f"{n - running} of {n} pods not Running after 1800 s"
+            say(f"  stopped at {now:.0f}s: {marks['stopped']} ({created} created, {bound} bound, {running} Running)")
+            break
+        time.sleep(0.5 if n <= 1024 else 2.0)  # a table of 4096 pods a poll costs the API server too
+    return curve[:: max(1, len(curve) // 400)], marks
+
+
 def start_release(
     sim: SimCluster, shape: str, n: int, gang: bool, release: str = "t", chart: Path = CHART, chart_label: str = "this"
 ) -> dict:
@@ -99,32 +188,7 @@ def start_release(
             **dict(helm_install_s=round(installed, 2), marks={"stopped": why}, curve=[]),
             **dict(requests_total=None, endpointslices=None, pod_bytes=None, etcd_db_bytes=None),
         }
-    curve, marks = [], {}
-    last_say = 0.0
-    while True:
-        sim.check_alive()
-        rows = sim.pod_table(ns)
-        now = time.time() - t0
-        created = len(rows)
-        bound = sum(1 for p in rows if p.get("Node") not in (None, "", "<none>"))
-        running = sum(1 for p in rows if p.get("Status") == "Running")
-        curve.append((round(now, 2), created, bound, running))
-        for key, count in (("created", created), ("bound", bound), ("running", running)):
-            if key not in marks and count >= n:
-                marks[key] = round(now, 2)
-        marks["reached"] = {"created": created, "bound": bound, "running": running}
-        if "running" in marks:
-            break
-        if now - last_say >= 10:
-            say(f"  {shape} N={n} gang={gang}: {now:.0f}s: {created} created, {bound} bound, {running} Running")
-            last_say = now
-        stalled = sim.stalled()
-        if stalled or now > 1800:
-            # Kubernetes could not go on (etcd full): what was reached is the figure, and why it stopped
-            marks["stopped"] = stalled or f"{n - running} of {n} pods not Running after 1800 s"
-            say(f"  stopped at {now:.0f}s: {marks['stopped']} ({created} created, {bound} bound, {running} Running)")
-            break
-        time.sleep(0.5 if n <= 1024 else 2.0)  # a table of 4096 pods a poll costs the API server too
+    curve, marks = follow_pods(sim, ns, n, t0, f"{shape} N={n} gang={gang}")
     after = sim.apiserver_requests()
     caused = {k: after.get(k, 0) - before.get(k, 0) for k in after}
     caused = {f"{v} {r}": int(c) for (v, r), c in caused.items() if c > 0 and r not in BACKGROUND}
@@ -160,7 +224,7 @@ def start_release(
         "release": release,
         "helm_install_s": round(installed, 2),
         "marks": marks,
-        "curve": curve[:: max(1, len(curve) // 400)],
+        "curve": curve,
         "requests": dict(sorted(caused.items(), key=lambda kv: -kv[1])),
         "requests_total": sum(caused.values()),
         "jobs": jobs,
@@ -177,135 +241,474 @@ def start_release(
 
 
 def sample_pods(sim: SimCluster, namespace: str, k: int) -> list[dict]:
-    """Up to k of the release's pods: every task of the leading role's index 0, each ps, then workers."""
+    """Up to k of the release's Running pods: every task of the leading role's index 0, each ps, then
+    workers (a pod its node's loss left Terminating, or Failed, is no task's any more)."""
     from kubernetes import client
 
     core = client.CoreV1Api(sim.api)
     picked: list[dict] = []
     for role, count in (("chief", 1), ("ps", 2), ("worker", k)):
         sel = f"app.kubernetes.io/component={role}"
-        resp = core.list_namespaced_pod(namespace, label_selector=sel, limit=count, _preload_content=False)
-        items = json.loads(resp.data)["items"]
+        resp = core.list_namespaced_pod(namespace, label_selector=sel, limit=count + 8, _preload_content=False)
+        items = [p for p in json.loads(resp.data)["items"] if running(p)]
         items.sort(
             key=lambda p: int(p["metadata"].get("annotations", {}).get("batch.kubernetes.io/job-completion-index", 0))
         )
-        picked += items[: max(0, k - len(picked))]
+        picked += items[: min(count, max(0, k - len(picked)))]
     return picked[:k]
 
 
-def by_verb(events: list[dict]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for e in events:
-        key = f"{e['verb']} {e['objectRef'].get('resource', '')}"
-        out[key] = out.get(key, 0) + 1
+def running(pod: dict) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get("deletionTimestamp")
+
+
+def elected_fencers(sim: SimCluster, pods: list[dict]) -> list[str]:
+    """The sampled tasks the launcher elects to fence (fencing.is_fencer: the first two of the leading
+    role, the first of each other role), by their pods' TF_CONFIG."""
+    sys.path.insert(0, str(LAUNCHER.parent))
+    from tf_cluster_launcher.fencing import is_fencer
+    from tf_cluster_launcher.tfconfig import cluster_of
+
+    out = []
+    for pod in pods:
+        tf_config = pod_env(pod, lambda name, ns=pod["metadata"]["namespace"]: sim.config_map(ns, name))["TF_CONFIG"]
+        task = json.loads(tf_config)["task"]
+        if is_fencer(cluster_of(tf_config), task["type"], int(task["index"])):
+            out.append(pod["metadata"]["name"])
     return out
 
 
+def counters_now(sim: SimCluster) -> dict:
+    """A window's edge: the time, CoreDNS' queries answered, the bytes of every LIST answered."""
+    dns = sim.dns_requests()
+    if dns is None:
+        raise RuntimeError(f"CoreDNS' metrics did not answer (logs in {sim.work})")
+    return {"t": time.time(), "dns": dns, "listed": sim.list_bytes()}
+
+
+class Launchers:
+    """The sampled tasks' real launchers (each with its agent sidecar: hack/node/sim.py `task`), their
+    output read as it comes: when each started its program, its log."""
+
+    def __init__(self, sim: SimCluster, pods: list[dict], launcher: Path, workdir: Path, env: dict, lives: float):
+        self.sim, self.t0 = sim, time.time()
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs: dict[str, list[str]] = {}
+        self.started: dict[str, float] = {}
+        self.lost: set[str] = set()  # killed with their node (the fault)
+        # the program sleeps until after the last window: all are stopped together
+        program = ["sh", "-c", f"sleep $(( {int(self.t0 + lives)} - $(date +%s) ))"]
+        for pod in pods:
+            name = pod["metadata"]["name"]
+            self.logs[name] = []
+            self.procs[name] = sim.task(pod, launcher, program, workdir, env)
+            threading.Thread(target=self.read, args=(name,), daemon=True).start()
+
+    def read(self, name: str) -> None:
+        for line in self.procs[name].stdout:
+            self.logs[name].append(line.rstrip())
+            if "starting:" in line and name not in self.started:
+                self.started[name] = time.time()
+
+    def wait_started(self, limit: float) -> None:
+        """Until every launcher has started its program (the start window's end)."""
+        while len(self.started) < len(self.procs):
+            time.sleep(0.2)
+            bad = next((n for n, p in self.procs.items() if p.poll() is not None), None)
+            if bad:
+                raise RuntimeError(f"launcher of {bad} exited early:\n" + "\n".join(self.logs[bad][-20:]))
+            if time.time() - self.t0 > limit:
+                raise RuntimeError(f"{len(self.procs) - len(self.started)} launcher(s) not started after {limit:.0f} s")
+
+    def kill(self, name: str) -> None:
+        """The task and its agent end at once, as they do when their node dies: nothing said on the way out."""
+        self.lost.add(name)
+        agent = self.sim.agents.get(name)
+        for p in (self.procs[name], agent):
+            if p is not None and p.poll() is None:
+                p.kill()
+
+    def peak_mb(self) -> list[float]:
+        """Each live launcher's peak resident memory (the pid is the launcher: unshare and sh exec it)."""
+        out = []
+        for name, p in self.procs.items():
+            try:
+                text = Path(f"/proc/{p.pid}/status").read_text()
+                out.append(round(int(re.search(r"VmHWM:\s+(\d+)", text).group(1)) / 1024, 1))
+            except (OSError, AttributeError):
+                if name not in self.lost:
+                    continue
+        return out
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs.values():
+            p.wait(30)
+
+    def waits(self) -> list[float]:
+        """How long each task waited for its peers (its log: "resolve after N s")."""
+        return [
+            float(m.group(1))
+            for lines in self.logs.values()
+            for line in lines
+            for m in [re.search(r"resolve after ([\d.]+)s", line)]
+            if m
+        ]
+
+    def peers(self) -> list[int]:
+        """How many peers each task waited for (its log: "all N peer(s) resolve"; none logged: 0)."""
+        return [
+            next((int(m.group(1)) for line in lines for m in [re.search(r"all (\d+) peer\(s\) resolve", line)] if m), 0)
+            for lines in self.logs.values()
+        ]
+
+
+def wait_first_lists(sim: SimCluster, user: str, selector: str, fencers: list[str], since: float, until: float) -> dict:
+    """Until every fencer's first LIST of the release's pods has been answered whole (the audit log:
+    sim_audit.first_list), or `until`: each fencer's LIST (when begun and done, its pages)."""
+    while True:
+        events = sim.audit(user, since)
+        lists = {f: sim_audit.first_list(events, f, selector) for f in fencers}
+        if all(v and v["complete"] for v in lists.values()) or time.time() >= until:
+            return lists
+        time.sleep(2)
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The sampled tasks of one release: their pods, their account, whom the launcher elects to fence."""
+
+    namespace: str
+    pods: list[dict]
+    user: str  # the release's service account, as the audit log names it
+    selector: str  # the release's pods (TF_CLUSTER_RELEASE_SELECTOR)
+    fencers: list[str]
+    listing: list[str]  # the fencers whose first LIST is waited for: none with the fence off
+
+
+def sample(sim: SimCluster, namespace: str, k: int, env: dict) -> Sample:
+    pods = sample_pods(sim, namespace, k)
+    user = f"system:serviceaccount:{namespace}:{pods[0]['spec']['serviceAccountName']}"
+    selector = pod_env(pods[0], lambda name: sim.config_map(namespace, name))["TF_CLUSTER_RELEASE_SELECTOR"]
+    fencers = elected_fencers(sim, pods)
+    # with its fence off (the earlier launcher at 4096 tasks) no task lists the release's pods
+    listing = [] if env.get("TF_CLUSTER_FENCE_SECONDS") == "0" else fencers
+    return Sample(namespace, pods, user, selector, fencers, listing)
+
+
 def run_launchers(
-    sim: SimCluster,
-    namespace: str,
-    launcher: Path,
-    k: int,
-    steady: float,
-    workdir: Path,
-    env: dict | None = None,
-    settle: float = 0.0,
+    sim: SimCluster, namespace: str, launcher: Path, k: int, workdir: Path, windows: Windows, env: dict | None = None
 ) -> dict:
     """k real launcher processes for the release's tasks, `-- sleep` as their program, each in a
-    mount namespace whose /etc/resolv.conf points at the simulated cluster's CoreDNS."""
-    pods = sample_pods(sim, namespace, k)
-    sa = pods[0]["spec"]["serviceAccountName"]
-    user = f"system:serviceaccount:{namespace}:{sa}"
-    dns0 = sim.dns_requests()
-    lists0 = sim.list_bytes()
-    t0 = time.time()
-    procs, started, logs = [], {}, {}
-    for pod in pods:
-        # the program sleeps until well after the steady window: all are stopped together
-        program = ["sh", "-c", f"sleep $(( {int(t0 + 600)} - $(date +%s) ))"]
-        name = pod["metadata"]["name"]
-        p = sim.task(pod, launcher, program, workdir, env)
-        procs.append((name, p))
-        logs[name] = []
-
-        def read(name=name, p=p):
-            for line in p.stdout:
-                logs[name].append(line.rstrip())
-                if "starting:" in line and name not in started:
-                    started[name] = time.time()
-
-        threading.Thread(target=read, daemon=True).start()
-    while len(started) < len(procs):
-        time.sleep(0.2)
-        if any(p.poll() is not None for _, p in procs):
-            bad = next(n for n, p in procs if p.poll() is not None)
-            raise RuntimeError(f"launcher of {bad} exited early:\n" + "\n".join(logs[bad][-20:]))
-        if time.time() - t0 > 600:
-            raise RuntimeError(f"{len(procs) - len(started)} launcher(s) not started after 600 s")
-    t_started = time.time()
-    dns_started, lists_started = sim.dns_requests(), sim.list_bytes()
-    say(f"  {len(procs)} launchers started in {t_started - t0:.1f}s; steady window {steady:.0f}s after {settle:.0f}s")
-    time.sleep(settle)  # the fencers' first LIST of the release's pods goes on after their program started
-    t_start = time.time()
-    dns_start, lists_start = sim.dns_requests(), sim.list_bytes()
-    time.sleep(steady)
-    t_end = time.time()
-    sim.check_alive()
-    dns_end = sim.dns_requests()
-    if dns_end is None or dns_start is None:
-        raise RuntimeError(f"CoreDNS' metrics did not answer (logs in {sim.work})")
-    peak_mb = []  # each launcher's peak resident memory (the pid is the launcher: unshare and sh exec it)
-    for _, p in procs:
-        try:
-            text = Path(f"/proc/{p.pid}/status").read_text()
-            peak_mb.append(round(int(re.search(r"VmHWM:\s+(\d+)", text).group(1)) / 1024, 1))
-        except (OSError, AttributeError):
-            pass
-    for _, p in procs:
-        p.terminate()
-    for _, p in procs:
-        p.wait(30)
+    mount namespace whose /etc/resolv.conf points at the simulated cluster's CoreDNS; their requests
+    and DNS queries in the four windows (Windows), one after the other from their start to the fault's end."""
+    env = env or {}
+    who = sample(sim, namespace, k, env)
+    lives = START_LIMIT_S + windows.list_limit + windows.steady + windows.fault + 120
+    edges = [counters_now(sim)]
+    tasks = Launchers(sim, who.pods, launcher, workdir, env, lives)
+    try:
+        lists, fault = measure_windows(sim, who, tasks, windows, edges)
+        peak_mb = tasks.peak_mb()
+    finally:
+        tasks.stop()  # whatever ended the windows (SIGTERM too): no launcher outlives its cluster
     # from t0, not before: the batch measured before this one (the same service account) sends its
     # last requests as it is stopped, a moment before t0 (a server reads the leading Job on SIGTERM)
-    at_start = sim.audit(user, t0, t_started)
-    settling = sim.audit(user, t_started, t_start)
-    steady_events = sim.audit(user, t_start, t_end)
-    waits = [
-        float(m.group(1))
-        for lines in logs.values()
-        for line in lines
-        for m in [re.search(r"resolve after ([\d.]+)s", line)]
-        if m
-    ]
-    # how many peers each task waited for (its log: "all N peer(s) resolve"; none logged: 0)
-    peers = [
-        next((int(m.group(1)) for line in lines for m in [re.search(r"all (\d+) peer\(s\) resolve", line)] if m), 0)
-        for lines in logs.values()
-    ]
-    k = len(procs)
+    events = sim.audit(who.user, edges[0]["t"], edges[-1]["t"])
+    k = len(who.pods)
     return {
         "tasks": k,
-        "start_s": round(t_started - t0, 2),
-        "steady_s": round(t_end - t_start, 1),
+        "fencers": who.fencers,
+        "windows": [round(e["t"] - edges[0]["t"], 1) for e in edges],
+        **start_costs(events, edges, k),
+        "list": list_costs(events, edges, lists, windows.list_limit),
+        "steady": steady_costs(events, edges, k),
+        "fault": {**fault, **fault_costs(events, edges, who.fencers, fault["task"])},
+        "roles": sorted({n.split("-")[-3] for n in tasks.procs}),
+        "waits": tasks.waits(),
+        "peak_mb": peak_mb,
+        "peers": tasks.peers(),
+        "log_sample": {n: lines[:6] for n, lines in list(tasks.logs.items())[:3]},
+    }
+
+
+def measure_windows(sim: SimCluster, who: Sample, tasks: Launchers, windows: Windows, edges: list[dict]) -> tuple:
+    """The windows one after the other, each edge appended to `edges` (counters_now); the fencers'
+    first LISTs and the fault."""
+    tasks.wait_started(START_LIMIT_S)
+    edges.append(counters_now(sim))
+    started = edges[1]["t"] - edges[0]["t"]
+    say(f"  {len(who.pods)} launchers started in {started:.1f}s; fencers {', '.join(who.fencers)}")
+    lists = wait_first_lists(
+        sim, who.user, who.selector, who.listing, edges[0]["t"], edges[1]["t"] + windows.list_limit
+    )
+    edges.append(counters_now(sim))
+    say(f"  the fencers' first LIST: {edges[2]['t'] - edges[1]['t']:.1f}s after the start")
+    time.sleep(windows.steady)
+    edges.append(counters_now(sim))
+    fault = lose_a_node(sim, who.namespace, who.pods, who.fencers, tasks, windows.fault)
+    edges.append(counters_now(sim))
+    sim.check_alive()
+    return lists, fault
+
+
+def start_costs(events: list[dict], edges: list[dict], k: int) -> dict:
+    """(a) the start: from the launchers' start until each has started its program."""
+    (t0, dns0, listed0), (t1, dns1, listed1) = (tuple(e.values()) for e in edges[:2])
+    at_start = sim_audit.within(events, t0, t1)
+    return {
+        "start_s": round(t1 - t0, 2),
         "api_start": len(at_start),
         "api_start_per_task": round(len(at_start) / k, 2),
-        "api_start_by_verb": by_verb(at_start),
-        "api_steady": len(steady_events),
-        "api_steady_per_task_min": round(len(steady_events) / k / ((t_end - t_start) / 60), 3),
-        "api_steady_by_verb": by_verb(steady_events),
-        "dns_start": int(dns_started - dns0),
-        "dns_start_per_task": round((dns_started - dns0) / k, 1),
-        "settle_s": settle,
-        "api_settling_by_verb": by_verb(settling),
-        "dns_steady_per_task_min": round((dns_end - dns_start) / k / ((t_end - t_start) / 60), 2),
-        "list_bytes_start": int(lists_started - lists0),
-        "list_bytes_steady": int(sim.list_bytes() - lists_start),
-        "roles": sorted({n.split("-")[-3] for n, _ in procs}),
-        "waits": waits,
-        "peak_mb": peak_mb,
-        "peers": peers,
-        "log_sample": {n: lines[:6] for n, lines in list(logs.items())[:3]},
+        "api_start_by_verb": sim_audit.by_verb(at_start),
+        "dns_start": int(dns1 - dns0),
+        "dns_start_per_task": round((dns1 - dns0) / k, 1),
+        "list_bytes_start": int(listed1 - listed0),
     }
+
+
+def list_costs(events: list[dict], edges: list[dict], lists: dict, limit: float) -> dict:
+    """(b) from the start's end until the fencers' first LIST of the release's pods was answered whole
+    (when that LIST ended before the start did, this window is the time to find that out: its cost is
+    the start's); each fencer's LIST as seconds after the launchers began."""
+    t0, t1, t2 = edges[0]["t"], edges[1]["t"], edges[2]["t"]
+    window = sim_audit.within(events, t1, t2)
+    done = [v for v in lists.values() if v and v["complete"]]
+    return {
+        "seconds": round(t2 - t1, 1),
+        "limit_s": limit,
+        "requests": len(window),
+        "by_verb": sim_audit.by_verb(window),
+        "bytes": int(edges[2]["listed"] - edges[1]["listed"]),
+        "completed": len(done) == len(lists) and bool(lists),
+        "fencers": {
+            f: None if v is None else {**v, "began": round(v["began"] - t0, 2), "done": round(v["done"] - t0, 2)}
+            for f, v in lists.items()
+        },
+        "done_s": round(max(v["done"] for v in done) - t0, 2) if done else None,
+    }
+
+
+def steady_costs(events: list[dict], edges: list[dict], k: int) -> dict:
+    """(c) the steady window, whole: its requests a task a minute, by verb, and the watches renewed in it
+    (a renewal: a task's watch after its first of the same resource and selectors, since t0)."""
+    t2, t3 = edges[2]["t"], edges[3]["t"]
+    window = sim_audit.within(events, t2, t3)
+    renewed = sim_audit.within(sim_audit.renewals(events), t2, t3)
+    minutes = (t3 - t2) / 60
+    return {
+        "seconds": round(t3 - t2, 1),
+        "requests": len(window),
+        "per_task_min": round(len(window) / k / minutes, 3),
+        "by_verb": sim_audit.by_verb(window),
+        "renewals": len(renewed),
+        "renewals_by_verb": sim_audit.by_verb(renewed),
+        "dns_per_task_min": round((edges[3]["dns"] - edges[2]["dns"]) / k / minutes, 2),
+        "list_bytes": int(edges[3]["listed"] - edges[2]["listed"]),
+    }
+
+
+def fault_costs(events: list[dict], edges: list[dict], fencers: list[str], lost: str) -> dict:
+    """(d) the fault window: the requests of the fencers and of the other tasks (the followers; the
+    lost task's own, none once its node is gone, left out), a task each, by verb."""
+    window = sim_audit.within(events, edges[3]["t"], edges[4]["t"])
+    tasks = {sim_audit.task_of(e) for e in events} - {lost}
+    followers = tasks - set(fencers)
+    by_fencers = [e for e in window if sim_audit.task_of(e) in fencers]
+    by_followers = [e for e in window if sim_audit.task_of(e) in followers]
+    return {
+        "seconds": round(edges[4]["t"] - edges[3]["t"], 1),
+        "requests": len(window),
+        "fencer_requests_per_task": round(len(by_fencers) / max(1, len(fencers)), 2),
+        "fencers_by_verb": sim_audit.by_verb(by_fencers),
+        "follower_requests_per_task": round(len(by_followers) / max(1, len(followers)), 2),
+        "followers_by_verb": sim_audit.by_verb(by_followers),
+        "lost_task_requests": sum(1 for e in window if sim_audit.task_of(e) == lost),
+        "list_bytes": int(edges[4]["listed"] - edges[3]["listed"]),
+    }
+
+
+# ------------------------------------------------------------------ one node lost
+
+
+def node_to_lose(pods: list[dict], fencers: list[str]) -> tuple[str, str]:
+    """A node that holds a sampled task's pod and no fencer's (its loss is for the fencers to see, not
+    to suffer), and that task: the last such task sampled."""
+    fencer_nodes = {p["spec"]["nodeName"] for p in pods if p["metadata"]["name"] in fencers}
+    for pod in reversed(pods):
+        if pod["metadata"]["name"] not in fencers and pod["spec"]["nodeName"] not in fencer_nodes:
+            return pod["spec"]["nodeName"], pod["metadata"]["name"]
+    raise RuntimeError("every sampled task shares a node with a fencer: no node to lose")
+
+
+def take_node(sim: SimCluster, node: str) -> None:
+    """Make `node` lost as a dead kubelet is to the control plane: nothing renews its Lease, reports
+    its status or confirms its pods' ends. kwok's own way to leave a node alone is the one it has for
+    several kwoks sharing a cluster: a node whose Lease another holder keeps is read-only to it (its
+    node_lease_controller: no heartbeat, no pod stage). So the Lease gets another holder and a long
+    duration (kwok takes an expired one back) with its last renewal kept, and the node lifecycle
+    controller finds the renewals stopped: NotReady after its grace, its pods not Ready, tainted,
+    evicted and left Terminating, as a real lost node's. Deleting the Lease would not do: kwok makes
+    a new one. The node is touched first: kwok plans its next status heartbeat when it sees the node
+    change (the stage's 600-610 s delay) and would play an already planned one even on a read-only
+    node, so none falls within FAULT_S."""
+    from kubernetes import client
+
+    client.CoreV1Api(sim.api).patch_node(node, {"metadata": {"labels": {LOST_LABEL: "true"}}})
+    time.sleep(2)  # kwok has seen the change (its heartbeat planned again) before it lets the node go
+    leases = client.CoordinationV1Api(sim.api)
+    for _ in range(10):  # kwok renews it every 10 s: a conflict is retried on the fresh one
+        lease = leases.read_namespaced_lease(node, "kube-node-lease")
+        lease.spec.holder_identity, lease.spec.lease_duration_seconds = LOST_HOLDER, 86400
+        try:
+            leases.replace_namespaced_lease(node, "kube-node-lease", lease)
+            return
+        except client.ApiException as e:
+            if e.status != 409:
+                raise
+    raise RuntimeError(f"could not take node {node}'s Lease from kwok")
+
+
+def give_back_node(sim: SimCluster, node: str) -> None:
+    """The node comes back (kwok makes its Lease anew and reports it Ready), for the next launchers."""
+    from kubernetes import client
+
+    client.CoordinationV1Api(sim.api).delete_namespaced_lease(node, "kube-node-lease")
+    client.CoreV1Api(sim.api).patch_node(node, {"metadata": {"labels": {LOST_LABEL: None}}})
+    deadline = time.time() + 120
+    while not node_ready(sim, node):
+        if time.time() > deadline:
+            raise RuntimeError(f"node {node} not Ready again 120 s after kwok got it back")
+        time.sleep(2)
+
+
+def node_ready(sim: SimCluster, node: str) -> bool:
+    from kubernetes import client
+
+    conditions = client.CoreV1Api(sim.api).read_node(node).status.conditions or []
+    return any(c.type == "Ready" and c.status == "True" for c in conditions)
+
+
+def follow_fault(sim: SimCluster, namespace: str, node: str, lost: str, t_lost: float, until: float) -> dict:
+    """Seconds after the loss until the node was NotReady, its task's pod deleted (evicted), marked
+    Failed (by whom: its reason) and its replacement Running, polled every 2 s until `until`."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(sim.api)
+    pod = core.read_namespaced_pod(lost, namespace)
+    job = pod.metadata.labels["batch.kubernetes.io/job-name"]
+    index = pod.metadata.annotations["batch.kubernetes.io/job-completion-index"]
+    same_index = f"batch.kubernetes.io/job-name={job},batch.kubernetes.io/job-completion-index={index}"
+    marks: dict = {}
+
+    def mark(key: str, seen: bool) -> None:
+        if seen and key not in marks:
+            marks[key] = round(time.time() - t_lost, 1)
+
+    while time.time() < until:
+        sim.check_alive()
+        mark("node_not_ready_s", not node_ready(sim, node))
+        pods = core.list_namespaced_pod(namespace, label_selector=same_index).items
+        mine = next((p for p in pods if p.metadata.name == lost), None)
+        mark("evicted_s", mine is None or mine.metadata.deletion_timestamp is not None)
+        if mine is not None and mine.status.phase == "Failed":
+            mark("failed_s", True)
+            marks.setdefault("failed_reason", mine.status.reason)
+        mark("replaced_s", any(p.metadata.name != lost and p.status.phase == "Running" for p in pods))
+        time.sleep(2)
+    return marks
+
+
+def lose_a_node(
+    sim: SimCluster, namespace: str, pods: list[dict], fencers: list[str], tasks: Launchers, seconds: float
+) -> dict:
+    """(d) one node lost for `seconds` (FAULT_S) from now: a sampled task's, not a fencer's; that task's
+    launcher and agent die with it. What the fence did, and when; then the node comes back."""
+    t_fault = time.time()
+    node, lost = node_to_lose(pods, fencers)
+    take_node(sim, node)
+    t_lost = time.time()
+    tasks.kill(lost)
+    say(f"  node {node} lost (task {lost}) for {seconds:.0f}s")
+    marks = follow_fault(sim, namespace, node, lost, t_lost, t_fault + seconds)
+    give_back_node(sim, node)
+    say(f"    {marks}")
+    return {"node": node, "task": lost, "lost_at_s": round(t_lost - t_fault, 1), **marks}
+
+
+# ------------------------------------------------------------------ the floor: bare pods
+
+
+class TokenBucket:
+    """client-go's rate limiter (flowcontrol's token bucket): `qps` a second, `burst` at once."""
+
+    def __init__(self, qps: float, burst: int):
+        self.qps, self.burst, self.tokens, self.at = qps, burst, float(burst), time.monotonic()
+        self.lock = threading.Lock()
+
+    def take(self) -> None:
+        with self.lock:  # a reservation: the wait is taken outside the lock
+            now = time.monotonic()
+            self.tokens = min(self.burst, self.tokens + (now - self.at) * self.qps) - 1
+            self.at = now
+            wait = -self.tokens / self.qps if self.tokens < 0 else 0.0
+        time.sleep(wait)
+
+
+def bare_pods(job: dict) -> list[dict]:
+    """The pods an Indexed Job would create, as bare pods: its template, each index's name, hostname,
+    index label and annotation."""
+    out = []
+    name, template = job["metadata"]["name"], job["spec"]["template"]
+    for i in range(int(job["spec"]["completions"])):
+        meta = json.loads(json.dumps(template["metadata"]))
+        meta["name"] = f"{name}-{i}"
+        meta.setdefault("labels", {})["batch.kubernetes.io/job-completion-index"] = str(i)
+        meta.setdefault("annotations", {})["batch.kubernetes.io/job-completion-index"] = str(i)
+        spec = {**template["spec"], "hostname": f"{name}-{i}"}
+        out.append({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+    return out
+
+
+def floor_start(sim: SimCluster, shape: str, n: int) -> dict:
+    """The same release's pods without their Jobs, created at kube-controller-manager's client rate
+    (FLOOR_QPS, FLOOR_BURST: its defaults, which the simulated cluster keeps), from 16 threads as its
+    Job controller's concurrent creates: the time until all are created, bound and Running is the
+    floor a start on this cluster cannot beat. The release's other objects (its ServiceAccount, the
+    TF_CONFIG ConfigMap, the Services) are created first, as helm install does."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from kubernetes import client, config
+
+    ns = f"floor-{shape}-{n}"
+    client.CoreV1Api(sim.api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
+    docs = helm.parse(helm.Helm("4", namespace=ns).template("t", values_for(shape, n, gang=False)))
+    jobs = [d for d in docs if d["kind"] == "Job"]
+    rest = [d for d in docs if d["kind"] != "Job" and not d["metadata"].get("annotations", {}).get("helm.sh/hook")]
+    cfg = client.Configuration()
+    config.load_kube_config(str(sim.kubeconfig), client_configuration=cfg)
+    cfg.connection_pool_maxsize = 16
+    core = client.CoreV1Api(client.ApiClient(cfg))
+    bucket = TokenBucket(FLOOR_QPS, FLOOR_BURST)
+
+    def create(pod: dict) -> None:
+        bucket.take()
+        core.create_namespaced_pod(ns, pod)
+
+    t0 = time.time()
+    kubectl = ROOT / ".tools" / "bin" / "kubectl"
+    manifest = "\n---\n".join(json.dumps(d) for d in rest)
+    argv = [str(kubectl), f"--kubeconfig={sim.kubeconfig}", "-n", ns, "create", "-f", "-"]
+    subprocess.run(argv, input=manifest, check=True, capture_output=True, text=True)
+    with ThreadPoolExecutor(16) as pool:
+        creating = [pool.submit(create, pod) for job in jobs for pod in bare_pods(job)]
+        # a refused create raises here, at once
+        curve, marks = follow_pods(
+            sim, ns, n, t0, f"floor {shape} N={n}", lambda: [f.result() for f in creating if f.done()]
+        )
+    return {"shape": shape, "tasks": n, "qps": FLOOR_QPS, "burst": FLOOR_BURST, "marks": marks, "curve": curve}
 
 
 def prepare(prefix: str) -> Path:
@@ -318,13 +721,11 @@ def prepare(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix))
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="64,512,4096")
     ap.add_argument("--before", default="254fea0", help="the launcher to compare with (a git revision)")
-    ap.add_argument("--steady", type=float, default=120.0, help="seconds of the steady window")
     ap.add_argument("--sample", type=int, default=32, help="launcher processes per release")
-    ap.add_argument("--settle", type=float, default=30.0, help="seconds after the start before the steady window")
     ap.add_argument("--nodes", type=int, default=256)
     ap.add_argument("--skip-launchers", action="store_true")
     ap.add_argument("--out", default="sim")
@@ -341,11 +742,99 @@ def main() -> None:
     ap.add_argument(
         "--chart-before-sizes", default="4096", help="sizes whose starts are measured with it too ('' none)"
     )
+    ap.add_argument(
+        "--smoke",
+        action="store_true",
+        help=f"a check of this script: the steady window {SMOKE_STEADY_S} s, not {STEADY_S}; needs an --out "
+        "other than sim (report.py refuses to publish its figures)",
+    )
     args = ap.parse_args()
+    if args.smoke and args.out == "sim":
+        ap.error("--smoke writes figures no table may show: give it its own --out (e.g. sim-smoke)")
+    return args
+
+
+def kept_figures(args: argparse.Namespace, sizes: list[int]) -> dict:
+    """With --append, the saved figures of what is not measured again now."""
+    previous = OUT / f"{args.out}.json"
+    if not (args.append and previous.is_file()):
+        return {"starts": [], "floors": [], "launchers": []}
+    kept = json.loads(previous.read_text())
+    again = set(args.shapes.split(","))
+
+    def measured_again(shape: str, gang: bool, n: int) -> bool:
+        return n in sizes and f"{shape}{'-gang' if gang else ''}" in again
+
+    launchers = [
+        r
+        for r in kept["launchers"]
+        if not (measured_again(r["shape"], False, r["size"]) and r["launcher"].split()[0] in args.launchers)
+    ]
+    if args.launchers != "before,after":  # the starts are kept: only launchers are measured again
+        return {"starts": kept["starts"], "floors": kept.get("floors", []), "launchers": launchers}
+    starts = [s for s in kept["starts"] if not measured_again(s["shape"], s["gang"], s["tasks"])]
+    floors = [
+        f
+        for f in kept.get("floors", [])
+        if not any(measured_again(f["shape"], gang, f["tasks"]) for gang in (False, True))
+    ]
+    return {"starts": starts, "floors": floors, "launchers": launchers}
+
+
+def measure_floor(args: argparse.Namespace, work: Path, shape: str, n: int) -> dict:
+    say(f"{shape}, {n} tasks as bare pods (the floor): a new simulated cluster of {args.nodes} nodes")
+    with SimCluster(work / "cluster", nodes=args.nodes) as sim:
+        floor = floor_start(sim, shape, n)
+    m = floor["marks"]
+    say(f"  floor: all {n} created {m.get('created')}s, bound {m.get('bound')}s, Running {m.get('running')}s")
+    return floor
+
+
+def measure_launchers(
+    args: argparse.Namespace, sim: SimCluster, start: dict, launchers: dict[str, Path], work: Path, windows: Windows
+) -> list[dict]:
+    """Each launcher's four windows in the release `start` started (gang off)."""
+    shape, n = start["shape"], start["tasks"]
+    out = []
+    for label, launcher in launchers.items():
+        if label not in args.launchers.split(","):
+            continue
+        # the earlier launcher fenced from every task, LISTing all the release's pods every
+        # 10 s: ~500 MB each at 4096 tasks, more than this machine's API server can hold
+        # for 32 tasks; there it runs without the fence (the table says so)
+        fence = not (label == "before" and n > 1024)
+        env = {} if fence else {"TF_CLUSTER_FENCE_SECONDS": "0"}
+        if label == "before":
+            # it predates the tf-cluster-agent sidecar: it ran in the training container, with the
+            # token (given the agent's folder, sim.py would run it as an agent it cannot be, and
+            # take its token away: it then asked nothing at all)
+            env["TF_CLUSTER_AGENT_DIR"] = ""
+        say(f"  launchers ({label}, {shape}, {n} tasks{'' if fence else ', fence off'})")
+        res = run_launchers(
+            sim, start["namespace"], launcher, min(args.sample, n), work / f"l-{shape}-{label}", windows, env
+        )
+        res.update(shape=shape, size=n, launcher=label if fence else label + " (fence off)")
+        out.append(res)
+        steady, fault = res["steady"], res["fault"]
+        say(
+            f"    per task: start {res['api_start_per_task']} API request(s), {res['dns_start_per_task']} DNS "
+            f"queries; first LIST {res['list']['requests']} request(s), {res['list']['bytes'] / 1e6:.1f} MB; "
+            f"steady {steady['per_task_min']} API request(s)/min ({steady['renewals']} watch renewals), "
+            f"{steady['dns_per_task_min']} DNS queries/min; fault: fencers {fault['fencer_requests_per_task']}, "
+            f"followers {fault['follower_requests_per_task']} request(s) each, pod Failed at {fault.get('failed_s')} s"
+        )
+    return out
+
+
+def main() -> None:
+    args = parse_args()
+    windows = Windows(steady=SMOKE_STEADY_S, smoke=True) if args.smoke else Windows()
     work = prepare("tf-cluster-sim-")
-    before = launcher_at(args.before, work)
     # this checkout's, as it was when the run began
-    after = Path(shutil.copytree(LAUNCHER.parent, work / "launcher-this")) / "launcher.py"
+    launchers = {
+        "before": launcher_at(args.before, work),
+        "after": Path(shutil.copytree(LAUNCHER.parent, work / "launcher-this")) / "launcher.py",
+    }
     sizes = [int(x) for x in args.sizes.split(",")]
     chart_before_sizes = [int(x) for x in args.chart_before_sizes.split(",") if x]
     chart_before = chart_at(args.chart_before, work)
@@ -354,32 +843,22 @@ def main() -> None:
         "node_pods": 32,
         "before": args.before,
         "chart_before": args.chart_before,
-        "starts": [],
-        "launchers": [],
+        "windows": windows.saved(),
+        **({"smoke": True} if args.smoke else {}),
+        **kept_figures(args, sizes),
     }
-    previous = OUT / f"{args.out}.json"
-    if args.append and previous.is_file():  # keep the other sizes' figures; these sizes are measured again
-        kept = json.loads(previous.read_text())
-        again = set(args.shapes.split(","))
-
-        def measured_again(shape: str, gang: bool, n: int) -> bool:
-            return n in sizes and f"{shape}{'-gang' if gang else ''}" in again
-
-        result["starts"] = [s for s in kept["starts"] if not measured_again(s["shape"], s["gang"], s["tasks"])]
-        result["launchers"] = [
-            r
-            for r in kept["launchers"]
-            if not (measured_again(r["shape"], False, r["size"]) and r["launcher"].split()[0] in args.launchers)
-        ]
-        if args.launchers != "before,after":  # the starts are kept: only launchers are measured again
-            result["starts"] = kept["starts"]
+    shapes = args.shapes.split(",")
+    starts_measured = not args.append or args.launchers == "before,after"  # else the saved starts stay
     for n in sizes:
         # each release on a new cluster (one of 4096 tasks filled 1.8 GB of etcd's 2 GB quota while every
         # pod carried its TF_CONFIG; now the cluster is stored once per run)
+        for shape in ("mwms", "ps"):
+            if starts_measured and any(s in shapes for s in (shape, f"{shape}-gang")):
+                result["floors"].append(measure_floor(args, work, shape, n))
+                save(args.out, result)
         for shape, gang in (("mwms", False), ("mwms", True), ("ps", False), ("ps", True)):
-            if f"{shape}{'-gang' if gang else ''}" not in args.shapes.split(","):
+            if f"{shape}{'-gang' if gang else ''}" not in shapes:
                 continue
-            starts_measured = not args.append or args.launchers == "before,after"  # else the saved starts stay
             if n in chart_before_sizes and starts_measured:
                 say(f"{shape}, {n} tasks, gang {'on' if gang else 'off'}, chart {args.chart_before}: a new cluster")
                 with SimCluster(work / "cluster", nodes=args.nodes) as sim:
@@ -399,42 +878,30 @@ def main() -> None:
                 save(args.out, result)
                 if gang or args.skip_launchers or "stopped" in start["marks"]:
                     continue
-                for label, launcher in (("before", before), ("after", after)):
-                    if label not in args.launchers.split(","):
-                        continue
-                    # the earlier launcher fenced from every task, LISTing all the release's pods every
-                    # 10 s: ~500 MB each at 4096 tasks, more than this machine's API server can hold
-                    # for 32 tasks; there it runs without the fence (the table says so)
-                    fence = not (label == "before" and n > 1024)
-                    say(f"  launchers ({label}, {shape}, {n} tasks{'' if fence else ', fence off'})")
-                    res = run_launchers(
-                        sim, start["namespace"], launcher, min(args.sample, n), args.steady,
-                        work / f"l-{shape}-{label}", {} if fence else {"TF_CLUSTER_FENCE_SECONDS": "0"}, args.settle,
-                    )  # fmt: skip
-                    res.update(shape=shape, size=n, launcher=label if fence else label + " (fence off)")
-                    result["launchers"].append(res)
-                    save(args.out, result)
-                    say(
-                        f"    per task: start {res['api_start_per_task']} API request(s), "
-                        f"{res['dns_start_per_task']} DNS "
-                        f"queries; steady {res['api_steady_per_task_min']} API request(s)/min, "
-                        f"{res['dns_steady_per_task_min']} DNS queries/min"
-                    )
+                result["launchers"] += measure_launchers(args, sim, start, launchers, work, windows)
+                save(args.out, result)
     save(args.out, result)
+    print_starts(result)
+
+
+def print_starts(result: dict) -> None:
+    floors = {(f["shape"], f["tasks"]): f["marks"].get("running") for f in result["floors"]}
     rows = [
         [
+            s["shape"],
             s["tasks"],
             "on" if s["gang"] else "off",
             s["helm_install_s"],
             s["marks"].get("created"),
             s["marks"].get("bound"),
             s["marks"].get("running", "stopped"),
+            floors.get((s["shape"], s["tasks"]), "-"),
             s["requests_total"],
             round(s["etcd_db_bytes"] / 1e6) if s["etcd_db_bytes"] is not None else "-",
         ]
         for s in result["starts"]
     ]
-    print(table(["tasks", "gang", "helm", "created", "bound", "Running", "API req", "etcd MB"], rows))
+    print(table(["shape", "tasks", "gang", "helm", "created", "bound", "Running", "floor", "API req", "etcd MB"], rows))
 
 
 if __name__ == "__main__":

@@ -325,6 +325,8 @@ def starts_under_addon_dns(d: dict) -> list[str]:
 
 def simulated(d: dict) -> list[str]:
     """Thousands of tasks on the simulated cluster (bench_sim.py)."""
+    refuse_unpublishable(d)
+    floors = {(f["shape"], f["tasks"]): f["marks"].get("running") for f in d.get("floors", [])}
     starts = sorted(
         d["starts"], key=lambda s: (s["tasks"], s.get("shape", "mwms"), s["gang"], s.get("chart", "this") == "this")
     )
@@ -342,6 +344,8 @@ def simulated(d: dict) -> list[str]:
                 m.get("created", "-"),
                 m.get("bound", "-"),
                 m.get("running", "stopped: " + str(m.get("stopped"))),
+                floors.get((s.get("shape", "mwms"), s["tasks"]), "-"),
+                times_floor(m.get("running"), floors.get((s.get("shape", "mwms"), s["tasks"]))),
                 round(rate, 1),
                 "-" if s["requests_total"] is None else s["requests_total"],
                 "-" if s["endpointslices"] is None else s["endpointslices"],
@@ -361,8 +365,11 @@ def simulated(d: dict) -> list[str]:
         "(*in every pod*). Seconds from `helm install` until every pod "
         "was created, bound to a node and Running; the API requests the start caused (apiserver_request_total, "
         "less nodes and leases: kwok's heartbeats); a pod's size as stored; etcd's database. The controller "
-        "manager and scheduler keep their default client rate limits. Measured by `tests/bench/bench_sim.py` "
-        "(`make bench-sim`).",
+        "manager and scheduler keep their default client rate limits. *Floor*: on a new cluster of the same kind, "
+        "the same release's pods as bare pods (no Job), created at kube-controller-manager's default client rate "
+        f"({d['windows']['floor_qps']} a second, bursts of {d['windows']['floor_burst']}: the rate its Job "
+        "controller creates pods at) from 16 threads; *Running / floor*: the start's time until all pods ran, "
+        "as a multiple of that. Measured by `tests/bench/bench_sim.py` (`make bench-sim`).",
         "",
         md_table(
             [
@@ -374,6 +381,8 @@ def simulated(d: dict) -> list[str]:
                 "all created s",
                 "all bound s",
                 "all Running s",
+                "floor: bare pods all Running s",
+                "Running / floor",
                 "pods created /s",
                 "API requests",
                 "EndpointSlices",
@@ -408,54 +417,95 @@ def simulated(d: dict) -> list[str]:
         figure("simulated-starts"),
         "",
     ]
-    rows = []
+    out += launcher_costs(d)
+    return out
+
+
+def refuse_unpublishable(d: dict) -> None:
+    """A smoke run's figures (bench_sim.py --smoke: a shorter steady window) and figures measured before
+    the windows were fixed are no table's."""
+    if d.get("smoke"):
+        raise SystemExit("these simulated-cluster figures are a smoke run's (bench_sim.py --smoke): not published")
+    if "windows" not in d or any("steady" not in r for r in d["launchers"]):
+        raise SystemExit("these simulated-cluster figures predate the fixed windows: run bench_sim.py again")
+
+
+def times_floor(seconds: float | None, floor: float | None) -> str:
+    return f"{seconds / floor:.2f}x" if seconds and floor else "-"
+
+
+def per_minute(by_verb: dict[str, int], tasks: int, seconds: float) -> str:
+    """Requests by verb, a task a minute ("watch pods 1.02, get jobs 0.10")."""
+    return ", ".join(f"{k} {v / tasks / (seconds / 60):.2f}" for k, v in by_verb.items()) or "none"
+
+
+def launcher_rows(d: dict) -> tuple[list[list], list[list]]:
+    """The launchers' rows: the start and the fencers' first LIST; the steady window and the fault."""
+    early, late = [], []
     for r in sorted(d["launchers"], key=lambda r: (r["size"], r["shape"], not r["launcher"].startswith("before"))):
-        rows.append(
-            [
-                r["shape"],
-                r["size"],
-                r["launcher"],
-                r["tasks"],
+        k, listed, steady, fault = r["tasks"], r["list"], r["steady"], r["fault"]
+        who = [r["shape"], r["size"], r["launcher"], k]
+        early.append(
+            who
+            + [
+                r["start_s"],
                 r["api_start_per_task"],
                 r["dns_start_per_task"],
-                round(r["list_bytes_start"] / 1e6 / r["tasks"], 2),
-                f"{r['api_steady_per_task_min']} ({r['steady_s']:.0f} s from +{r.get('settle_s') or 0:.0f} s)",
-                r["dns_steady_per_task_min"],
-                max(r.get("peak_mb") or [float("nan")]),
-                max(r["peers"]) if r.get("peers") else "-",
-                r["start_s"],
+                round(r["list_bytes_start"] / 1e6 / k, 2),
             ]
+            + [listed["seconds"], listed["requests"], round(listed["bytes"] / 1e6, 1)]
+            + ["-" if listed["done_s"] is None else listed["done_s"], "yes" if listed["completed"] else "no"]
+            + [max(r.get("peak_mb") or [float("nan")]), max(r["peers"]) if r.get("peers") else "-"]
         )
-    out += [
+        late.append(
+            who
+            + [steady["per_task_min"], per_minute(steady["by_verb"], k, steady["seconds"]), steady["renewals"]]
+            + [steady["dns_per_task_min"], fault["fencer_requests_per_task"], fault["follower_requests_per_task"]]
+            + [fault.get("node_not_ready_s", "-"), fault.get("failed_s", "no"), fault.get("replaced_s", "no")]
+        )
+    return early, late
+
+
+def launcher_costs(d: dict) -> list[str]:
+    w = d["windows"]
+    early, late = launcher_rows(d)
+    who = ["release", "tasks N", "launcher", "sampled"]
+    return [
         "### What the launchers ask of the API server and DNS",
         f"In the same clusters (gang off), the real launcher of a sample of the release's tasks (up to "
         f"{max(r['tasks'] for r in d['launchers'])}: the leading task, each ps, then workers by index), each with "
-        "its pod's environment and the release's service-account token, `sleep` as its program, resolving "
-        "through the simulated cluster's CoreDNS. API requests: the API server's audit log of that "
-        "service account. DNS: CoreDNS' "
-        "coredns_dns_requests_total. *At start*: from the launchers' start until each has started its "
-        "program; *after*: a window that starts some seconds later (the fencers' first LIST of the "
-        "release's pods goes on after their program started; a window from 0 s counts it). TensorFlow's own "
-        "lookups (none here) come on top. *before*: the "
-        f"launcher of {d['before']} (every address looked up, the leading Job polled every `pollSeconds`, "
-        "every task fencing with a LIST every `fenceCheckSeconds`); *after*: this launcher.",
+        "its pod's environment and a service-account token bound to its pod (as the kubelet projects one), "
+        "`sleep` as its program, resolving through the simulated cluster's CoreDNS. API requests: the API "
+        "server's audit log of the release's service account, each request's task named by its token; DNS: "
+        "CoreDNS' coredns_dns_requests_total. Four windows one after the other, so that every request from the "
+        "launchers' start to the fault's end is in one, fixed in the script before any run: "
+        f"**(a) start**, from the launchers' start until each has started its program (at most "
+        f"{w['start_limit_s']} s); **(b) the fencers' first LIST**, from there until every fencer's first LIST "
+        "of the release's pods (in the audit log) was answered whole, or at most "
+        f"{w['list_limit_s']} s (*LIST done at*: seconds after the launchers began; a LIST done within the start "
+        f"counts in it); **(c) steady**, the next {w['steady_s'] / 60:.0f} minutes, counted whole: a launcher's "
+        "watch lasts 5-10 minutes, and *watch renewals* are the watches in the window after each task's first of "
+        f"the same resource; **(d) a node lost** for {w['fault_s']} s: a node holding a sampled task's pod (not "
+        "a fencer's) stops renewing its Lease and answering for its pods (kwok lets it go), and that task's "
+        "launcher dies with it; the requests of the fencers and of the other tasks, each, and seconds after the "
+        "loss until the node was NotReady, its pod marked Failed, and its Job's replacement Running. "
+        f"*before*: the launcher of {d['before']} (every address looked up, the leading Job polled every "
+        "`pollSeconds`, every task fencing with a LIST every `fenceCheckSeconds`); *after*: this launcher; both "
+        "in the same windows. TensorFlow's own lookups (none here) come on top.",
         "",
         md_table(
-            [
-                "release",
-                "tasks N",
-                "launcher",
-                "sampled",
-                "API req/task at start",
-                "DNS queries/task at start",
-                "MB listed/task at start",
-                "API req/task/min after (window)",
-                "DNS queries/task/min after",
-                "peak MB (largest)",
-                "most peers one task waited for",
-                "start s",
-            ],
-            rows,
+            who
+            + ["(a) start s", "API req/task", "DNS queries/task", "MB listed/task"]
+            + ["(b) window s", "API requests", "MB listed", "LIST done at s", "LIST whole"]
+            + ["peak MB (largest)", "most peers one task waited for"],
+            early,
+        ),
+        "",
+        md_table(
+            who
+            + ["(c) API req/task/min", "by verb /task/min", "watch renewals", "DNS queries/task/min"]
+            + ["(d) API req/fencer", "API req/other task", "node NotReady s", "pod Failed s", "replacement Running s"],
+            late,
         ),
         "",
         "What limits a start here: pods are created at ~20 a second, kube-controller-manager's default client "
@@ -468,7 +518,6 @@ def simulated(d: dict) -> list[str]:
         "tasks, more than this machine's API server could serve to 32 tasks, so it ran without its fence there.",
         "",
     ]
-    return out
 
 
 def sim_events(d: dict) -> list[str]:

@@ -17,6 +17,7 @@ sys.path.insert(0, str(ROOT / "tests" / "bench"))
 import bench_render  # noqa: E402
 import benchlib  # noqa: E402
 import report  # noqa: E402
+import sim_audit  # noqa: E402
 
 
 def test_marks_are_read_from_pod_logs_with_kubelet_timestamps_and_the_last_of_each_wins():
@@ -94,7 +95,8 @@ def test_every_benchmark_writes_the_json_the_report_reads():
 
 
 def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monkeypatch):
-    """report.simulated turns bench_sim.py's JSON into its tables and plot (figures made up here)."""
+    """report.simulated turns bench_sim.py's JSON into its tables and plot (figures made up here): every
+    window stated, the starts against their floor, the fencers' LIST, the steady window's renewals, the fault."""
     monkeypatch.setattr(report, "DOCS", tmp_path)
 
     def start(n: int, gang: bool, chart: str = "this") -> dict:
@@ -106,25 +108,83 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
 
     def launchers(label: str, api: float, dns: float) -> dict:
         return {"shape": "ps", "size": 512, "launcher": label, "tasks": 32, "api_start_per_task": api,
-                "dns_start_per_task": dns, "list_bytes_start": 3.2e6, "api_steady_per_task_min": 0.0,
-                "dns_steady_per_task_min": 0.0, "peak_mb": [30.5], "start_s": 1.3, "steady_s": 90.0, "settle_s": 30,
-                "peers": [512, 0, 0]}  # fmt: skip
+                "dns_start_per_task": dns, "list_bytes_start": 3.2e6, "peak_mb": [30.5], "start_s": 1.3,
+                "peers": [512, 0, 0],
+                "list": {"seconds": 12.0, "requests": 9, "bytes": 48e6, "done_s": 13.5, "completed": True},
+                "steady": {"seconds": 1200.0, "per_task_min": 0.5, "by_verb": {"watch pods": 320},
+                           "renewals": 320, "dns_per_task_min": 0.0},
+                "fault": {"fencer_requests_per_task": 2.0, "follower_requests_per_task": 7.0,
+                          "node_not_ready_s": 52.0, "failed_s": 305.1, "replaced_s": 307.0}}  # fmt: skip
 
-    data = {"nodes": 256, "node_pods": 32, "before": "254fea0", "chart_before": "a791f8d",
+    windows = {"start_limit_s": 600, "list_limit_s": 600, "steady_s": 1200, "fault_s": 420, "floor_qps": 20,
+               "floor_burst": 30}  # fmt: skip
+    data = {"nodes": 256, "node_pods": 32, "before": "254fea0", "chart_before": "a791f8d", "windows": windows,
             "starts": [start(64, False), start(512, True), start(512, True, "a791f8d")],
+            "floors": [{"shape": "mwms", "tasks": 512, "marks": {"running": 25.6}}],
             "launchers": [launchers("before", 0.9, 1024.0), launchers("after", 3.1, 48.0)]}  # fmt: skip
     text = "\n".join(report.simulated(data))
     rows = [line for line in text.splitlines() if line.startswith("| ")]
     mwms = (
-        "| MultiWorkerMirrored | 512 | on | once per run | 0.60 | 25.60 | 34.13 | 34.13 | 20.00 | 3072 | 6 | 40.00 "
-        "| 89 | 0 |"
+        "| MultiWorkerMirrored | 512 | on | once per run | 0.60 | 25.60 | 34.13 | 34.13 | 25.60 | 1.33x | 20.00 "
+        "| 3072 | 6 | 40.00 | 89 | 0 |"
     )
     assert mwms in rows
     before = mwms.replace("once per run", "in every pod (a791f8d)")
     assert rows.index(before) == rows.index(mwms) - 1, "the earlier chart's row comes first"
     assert "with the chart of a791f8d" in text
-    assert "| ps | 512 | after | 32 | 3.10 | 48.00 | 0.10 | 0.0 (90 s from +30 s) | 0.00 | 30.50 | 512 | 1.30 |" in rows
+    assert (
+        "| ps | 512 | after | 32 | 1.30 | 3.10 | 48.00 | 0.10 | 12.00 | 9 | 48.00 | 13.50 | yes | 30.50 | 512 |" in rows
+    )
+    assert (
+        "| ps | 512 | after | 32 | 0.50 | watch pods 0.50 | 320 | 0.00 | 2.00 | 7.00 | 52.00 | 305.10 | 307.00 |"
+        in rows
+    )
+    for stated in ("at most 600 s", "the next 20 minutes", "for 420 s", "20 a second, bursts of 30"):
+        assert stated in text
     assert (tmp_path / "bench-simulated-starts.png").stat().st_size > 0
+    with pytest.raises(SystemExit, match="smoke"):
+        report.simulated({**data, "smoke": True})
+    with pytest.raises(SystemExit, match="predate"):
+        report.simulated({k: v for k, v in data.items() if k != "windows"})
+
+
+def audit_event(task: str, verb: str, at: float, uri: str, resource: str = "pods", took: float = 0.5) -> dict:
+    from datetime import datetime, timezone
+
+    def stamp(t: float) -> str:
+        return datetime.fromtimestamp(t, timezone.utc).isoformat().replace("+00:00", "Z")
+
+    return {"verb": verb, "requestURI": uri, "objectRef": {"resource": resource},
+            "user": {"extra": {sim_audit.POD_NAME: [task]}},
+            "requestReceivedTimestamp": stamp(at), "stageTimestamp": stamp(at + took)}  # fmt: skip
+
+
+def test_the_audit_log_gives_each_fencers_first_list_whole_and_each_tasks_watch_renewals():
+    """bench_sim.py's windows read the audit log by task (its pod-bound token): a paged LIST's pages are
+    one LIST until the task asks anything else of the release's pods; a renewal is a task's watch after its
+    first of the same resource and selectors (another task's, or another selector's, is a first)."""
+    release = "/api/v1/namespaces/n/pods?labelSelector=app.kubernetes.io%2Finstance%3Dt"
+    own = "/api/v1/namespaces/n/pods?labelSelector=job-index%3D3"
+    events = [
+        audit_event("w-0", "list", 10.0, release + "&limit=250"),
+        audit_event("w-0", "list", 11.0, release + "&limit=250&continue=abc", took=2.0),
+        audit_event("w-0", "watch", 13.5, release + "&watch=1&resourceVersion=5"),
+        audit_event("w-0", "list", 20.0, release + "&limit=250"),  # a second LIST (after a 410): not the first's
+        audit_event("w-1", "list", 10.0, release + "&limit=250"),  # no watch yet: not known to be whole
+        audit_event("w-0", "watch", 400.0, release + "&watch=1&resourceVersion=9"),
+        audit_event("w-0", "watch", 12.0, own + "&watch=1"),
+        audit_event("w-0", "watch", 72.0, own + "&watch=1"),
+        audit_event("w-1", "watch", 12.0, own + "&watch=1"),
+    ]
+    selector = "app.kubernetes.io/instance=t"
+    first = sim_audit.first_list(events, "w-0", selector)
+    assert first is not None and (first["pages"], first["complete"]) == (2, True)
+    assert first["began"] == pytest.approx(10.0) and first["done"] == pytest.approx(13.0)
+    assert sim_audit.first_list(events, "w-1", selector)["complete"] is False
+    assert sim_audit.first_list(events, "w-2", selector) is None
+    renewed = sim_audit.renewals(events)
+    assert [(sim_audit.task_of(e), sim_audit.received(e)) for e in renewed] == [("w-0", 72.0), ("w-0", 400.0)]
+    assert sim_audit.by_verb(sim_audit.within(events, 0, 100)) == {"list pods": 4, "watch pods": 4}
 
 
 def test_the_simulated_clusters_launchers_get_the_tf_config_the_kubelet_composes():
