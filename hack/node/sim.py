@@ -1,8 +1,9 @@
 """A simulated cluster for scale (tests/bench/bench_sim.py, tests/e2e/cluster/test_scale.py): the
 real etcd, kube-apiserver, kube-controller-manager and kube-scheduler (1.37, built by
 hack/node/build.sh, gang scheduling on as the node harness turns it on), kwok's fake nodes and
-pods (sigs.k8s.io/kwok: a node is an object kwok keeps Ready, with its Lease; a pod bound to one
-turns Running with an IP and stays so until deleted), and the real CoreDNS with the Kubernetes
+pods (sigs.k8s.io/kwok: a node labelled KWOK_NODE is an object kwok keeps Ready, with its Lease;
+a pod bound to one turns Running with an IP and stays so until deleted; a node relabelled is lost, as
+a dead kubelet's: lose_node), and the real CoreDNS with the Kubernetes
 addon's Corefile (ttl 30, cache 30) serving the cluster's names.
 
 Everything but Kubernetes' own defaults is named here: the controller manager and scheduler keep
@@ -46,6 +47,13 @@ from .pki import loopback_apiserver_pki, token_kubeconfig
 KWOK_DIR = Path(os.environ.get("KWOK_DIR") or CACHE / f"kwok-{os.environ.get('KWOK_VERSION', '0.8.0')}")
 ADMIN_TOKEN = "sim-admin-token"
 POD_NAME = "authentication.kubernetes.io/pod-name"  # a pod-bound token's pod, in an audit event's user.extra
+# The label of the nodes kwok plays (--manage-nodes-with-label-selector): a label, not kwokctl's
+# annotation, because a label selector is the API server's. A node relabelled leaves the selection,
+# and kwok's watch of it gets a DELETED event: kwok forgets the node (no Lease renewal, no status
+# heartbeat, its pods untouched). An annotation selector is kwok's own filter on the events it gets
+# (kwok 0.8.0, pkg/utils/informer): a node that stops matching sends it nothing, and kwok goes on
+# renewing its Lease.
+KWOK_NODE = ("kwok.x-k8s.io/node", "fake")
 # as hack/node/control_plane.py: the gang API served, and GenericWorkload on in all three
 GANG = ["--feature-gates=GenericWorkload=true"]
 # The Corefile of Kubernetes' CoreDNS addon (kubeadm's), on a loopback address of its own; no
@@ -288,7 +296,7 @@ class SimCluster:
                 KWOK_DIR / "kwok",
                 f"--kubeconfig={self.kubeconfig}",
                 f"--config={KWOK_DIR / 'stages.yaml'}",
-                "--manage-all-nodes=true",
+                "--manage-nodes-with-label-selector=" + "=".join(KWOK_NODE),
                 "--cidr=10.64.0.1/12",
                 "--node-ip=10.63.0.1",
                 # nodes keep a Lease as kubelets do (without the flag kwok holds none: its heartbeat
@@ -357,8 +365,8 @@ class SimCluster:
                 client.V1Node(
                     metadata=client.V1ObjectMeta(
                         name=f"kwok-node-{i}",
-                        annotations={"kwok.x-k8s.io/node": "fake"},
                         labels={
+                            KWOK_NODE[0]: KWOK_NODE[1],
                             "type": "kwok",
                             "kubernetes.io/hostname": f"kwok-node-{i}",
                             "topology.kubernetes.io/zone": f"zone-{i % 4}",
@@ -432,6 +440,15 @@ class SimCluster:
             for labels, v in counters(self.get("/metrics"), "apiserver_response_sizes_sum").items()
             if dict(labels).get("verb") == "LIST"
         )
+
+    def lose_node(self, node: str, lost: bool = True) -> None:
+        """`node` lost as a dead kubelet's is to the control plane (KWOK_NODE: kwok forgets it, so nothing
+        renews its Lease, reports its status or ends its pods), or back (`lost=False`: kwok plays it
+        again, renews its Lease and reports it Ready)."""
+        from kubernetes import client
+
+        value = "lost" if lost else KWOK_NODE[1]
+        client.CoreV1Api(self.api).patch_node(node, {"metadata": {"labels": {KWOK_NODE[0]: value}}})
 
     def nodes_not_ready(self) -> int:
         from kubernetes import client

@@ -71,14 +71,12 @@ STEADY_S = 1200
 # job.terminationGracePeriodSeconds (60) later; the fence marks one Failed once it has been not Ready
 # for nodeLoss.selfFenceSeconds + fenceAfterSeconds (250) and is checked every fenceCheckSeconds
 # (10): ~310 s after the loss with the chart's defaults; 420 s leaves the Job's replacement time to
-# run, and stays under kwok's 600 s until its next heartbeat of the node (take_node)
+# run
 FAULT_S = 420
 SMOKE_STEADY_S = 180  # --smoke: the steady window only (the fault's is the fence's own time)
 # kube-controller-manager's default --kube-api-qps and --kube-api-burst, which hack/node/sim.py
 # keeps: the Job controller creates pods at this rate, and the floor's bare pods are created at it
 FLOOR_QPS, FLOOR_BURST = 20, 30
-LOST_LABEL = "tf-cluster.io/bench-lost"  # on the node the fault took (take_node)
-LOST_HOLDER = "tf-cluster-bench: node lost"  # the Lease's holder while it is lost: not kwok
 
 
 @dataclass(frozen=True)
@@ -545,41 +543,22 @@ def node_to_lose(pods: list[dict], fencers: list[str]) -> tuple[str, str]:
 
 def take_node(sim: SimCluster, node: str) -> None:
     """Make `node` lost as a dead kubelet is to the control plane: nothing renews its Lease, reports
-    its status or confirms its pods' ends. kwok's own way to leave a node alone is the one it has for
-    several kwoks sharing a cluster: a node whose Lease another holder keeps is read-only to it (its
-    node_lease_controller: no heartbeat, no pod stage). So the Lease gets another holder and a long
-    duration (kwok takes an expired one back) with its last renewal kept, and the node lifecycle
-    controller finds the renewals stopped: NotReady after its grace, its pods not Ready, tainted,
-    evicted and left Terminating, as a real lost node's. Deleting the Lease would not do: kwok makes
-    a new one. The node is touched first: kwok plans its next status heartbeat when it sees the node
-    change (the stage's 600-610 s delay) and would play an already planned one even on a read-only
-    node, so none falls within FAULT_S. Not yet seen to work whole: in the first smoke run the node
-    lifecycle controller never marked the node NotReady, logging "Update health of Node ... read
-    version: 7150 is not as new as written version: 7332 for group resource leases" (7332: this
-    write) every 5 s; follow_fault's marks then stay empty, and the report shows no fence."""
-    from kubernetes import client
-
-    client.CoreV1Api(sim.api).patch_node(node, {"metadata": {"labels": {LOST_LABEL: "true"}}})
-    time.sleep(2)  # kwok has seen the change (its heartbeat planned again) before it lets the node go
-    leases = client.CoordinationV1Api(sim.api)
-    for _ in range(10):  # kwok renews it every 10 s: a conflict is retried on the fresh one
-        lease = leases.read_namespaced_lease(node, "kube-node-lease")
-        lease.spec.holder_identity, lease.spec.lease_duration_seconds = LOST_HOLDER, 86400
-        try:
-            leases.replace_namespaced_lease(node, "kube-node-lease", lease)
-            return
-        except client.ApiException as e:
-            if e.status != 409:
-                raise
-    raise RuntimeError(f"could not take node {node}'s Lease from kwok")
+    its status or confirms its pods' ends. Nothing but the node's KWOK_NODE label is written
+    (hack/node/sim.py `lose_node`): kwok's watch of its nodes selects them by that label, so the node
+    leaves it with a DELETED event and kwok forgets it (its Lease no longer renewed, its planned status
+    heartbeat cancelled, its pods no longer played: an evicted one stays Terminating). The node
+    lifecycle controller then finds the Lease's renewals stopped: NotReady after its grace (50 s), its
+    pods not Ready, tainted unreachable, evicted after their tolerationSeconds; the fencers mark the
+    lost task's pod Failed. An earlier version gave the Lease another holder instead; the node
+    lifecycle controller of 1.37 then never marked the node NotReady (its Lease cache "not as new as
+    written version" every 5 s), and no fence was measured."""
+    sim.lose_node(node)
 
 
 def give_back_node(sim: SimCluster, node: str) -> None:
-    """The node comes back (kwok makes its Lease anew and reports it Ready), for the next launchers."""
-    from kubernetes import client
-
-    client.CoordinationV1Api(sim.api).delete_namespaced_lease(node, "kube-node-lease")
-    client.CoreV1Api(sim.api).patch_node(node, {"metadata": {"labels": {LOST_LABEL: None}}})
+    """The node comes back (kwok plays it again: renews its Lease, reports it Ready, ends its evicted
+    pods), for the next launchers."""
+    sim.lose_node(node, lost=False)
     deadline = time.time() + 120
     while not node_ready(sim, node):
         if time.time() > deadline:
