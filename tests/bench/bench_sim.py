@@ -549,9 +549,13 @@ def take_node(sim: SimCluster, node: str) -> None:
     heartbeat cancelled, its pods no longer played: an evicted one stays Terminating). The node
     lifecycle controller then finds the Lease's renewals stopped: NotReady after its grace (50 s), its
     pods not Ready, tainted unreachable, evicted after their tolerationSeconds; the fencers mark the
-    lost task's pod Failed. An earlier version gave the Lease another holder instead; the node
-    lifecycle controller of 1.37 then never marked the node NotReady (its Lease cache "not as new as
-    written version" every 5 s), and no fence was measured."""
+    lost task's pod Failed. Seen in a smoke run (64 tasks, MultiWorkerMirrored): kwok's last renewal
+    5 s before the loss, the node NotReady (unreachable, tainted) 46 s after it, the pod evicted at
+    77 s (DisruptionTarget, left Terminating), marked Failed by a fencer (reason NodeLost) and its
+    replacement Running at 298 s; given back, kwok renewed the Lease, reported the node Ready and
+    deleted the evicted pod within seconds. An earlier version gave the Lease another holder instead;
+    the node lifecycle controller of 1.37 then never marked the node NotReady (its Lease cache "not
+    as new as written version" every 5 s), and no fence was measured."""
     sim.lose_node(node)
 
 
