@@ -2,6 +2,9 @@
 
     python hack/node up            bring it up (idempotent: what already runs is kept)
     python hack/node build         build (or check) its binaries; `up` does it too
+    python hack/node preload [--wait S]
+                                   only every node's containerd with its images (`make check`
+                                   runs it beside `make test`; `up` then finds them)
     python hack/node status        what runs, node and DNS health
     python hack/node down          stop everything, remove pods and cluster state; keep
                                    the built binaries and the images imported into containerd

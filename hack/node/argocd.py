@@ -70,16 +70,8 @@ spec:
 """
 
 
-def up_argocd() -> None:
-    if not (ARGOCD_DIR / "argocd").exists():
-        raise NodeError(f"Argo CD is not built in {ARGOCD_DIR}: run hack/node/build.sh argocd")
-    for name in ("argocd-application-controller", "argocd-repo-server"):
-        link = ARGOCD_DIR / name
-        if not link.exists():
-            link.symlink_to("argocd")
-    start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", REDIS_PORT, "--save", "", "--appendonly", "no"])
-    GIT_ROOT.mkdir(parents=True, exist_ok=True)
-    start("git_http", [sys.executable, HERE / "git_http.py", GIT_ROOT, GIT_PORT])
+def up_registry() -> None:
+    """The OCI registry (Argo CD's OCI source, and the charts' OCI scenarios without it)."""
     config = STATE / "registry.yml"
     config.write_text(
         "version: 0.1\nlog: {level: info}\n"
@@ -93,6 +85,19 @@ def up_argocd() -> None:
         30,
         "registry",
     )
+
+
+def up_argocd() -> None:
+    """Argo CD's two components, with their Redis, the git server they read and their CRDs."""
+    if not (ARGOCD_DIR / "argocd").exists():
+        raise NodeError(f"Argo CD is not built in {ARGOCD_DIR}: run hack/node/build.sh argocd")
+    for name in ("argocd-application-controller", "argocd-repo-server"):
+        link = ARGOCD_DIR / name
+        if not link.exists():
+            link.symlink_to("argocd")
+    start("redis", ["redis-server", "--bind", "127.0.0.1", "--port", REDIS_PORT, "--save", "", "--appendonly", "no"])
+    GIT_ROOT.mkdir(parents=True, exist_ok=True)
+    start("git_http", [sys.executable, HERE / "git_http.py", GIT_ROOT, GIT_PORT])
     # The CRDs are too big for client-side apply's last-applied annotation.
     kubectl("apply", "--server-side", "--force-conflicts", "-f", ARGOCD_DIR / "crds")
     wait_for(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import fcntl
 import os
 import shutil
 import subprocess
@@ -11,8 +12,9 @@ import time
 from pathlib import Path
 
 from . import __doc__ as DOC
+from . import deferred
 from .addons import up_addons
-from .argocd import ARGOCD_DIR, REGISTRY_DIR, up_argocd
+from .argocd import ARGOCD_DIR, REGISTRY_DIR, up_argocd, up_registry
 from .config import (
     API_PORT,
     BIN,
@@ -41,16 +43,29 @@ from .runtime import ctr_images, trainer_images
 from .standin import ensure_index, ensure_jupyter_standin, ensure_standin, jupyter_image, serve_index, standin_image
 
 
-def build(args) -> int:
-    """build.sh into the directories this package reads: the node's binaries, cached."""
+def build(args, components: tuple[str, ...] = ()) -> int:
+    """build.sh into the directories this package reads: the node's binaries, cached (all of
+    them but the deferred ones, or `components`)."""
     say(f"building/checking binaries in {BIN} (cached after the first time)")
     paths = {"TF_CLUSTER_E2E_BIN": str(BIN), "ARGOCD_DIR": str(ARGOCD_DIR), "REGISTRY_DIR": str(REGISTRY_DIR)}
     paths.update(K8S_VERSION=K8S_VERSION, CILIUM_DIR=str(CILIUM_DIR))
     paths["TF_CLUSTER_NODE_POLICY"] = POLICY_ENGINE  # build.sh leaves Cilium out with "none"
-    b = subprocess.run(["bash", BUILD_SH], env={**os.environ, **paths})
+    paths["TF_CLUSTER_NODE_DEFER"] = " ".join(deferred.components())  # build.sh leaves them out
+    b = subprocess.run(["bash", BUILD_SH, *components], env={**os.environ, **paths})
     if b.returncode != 0:
         raise NodeError("building the node's binaries failed (see the lines above)")
     return 0
+
+
+def node_images(args) -> tuple[list[str], list[str]]:
+    """The first node's images (the trainer's, `--image`, and the stand-ins of the chart's default
+    image and its notebook's) and the other nodes' (the chart's default image only: the scenarios
+    that name the trainer or notebook image stay on the first node)."""
+    images = args.image or trainer_images()
+    if not images:
+        raise NodeError(f"no trainer image in podman's store ({TRAINER_REPO}): run `make image` first")
+    standin = ensure_standin()
+    return [*images, standin, ensure_jupyter_standin()], [standin]
 
 
 def up(args) -> int:
@@ -58,11 +73,7 @@ def up(args) -> int:
     if os.geteuid() != 0:
         raise NodeError("the node needs root (kubelet, containerd, iptables): run as root")
     build(args)
-    images = args.image or trainer_images()
-    if not images:
-        raise NodeError(f"no trainer image in podman's store ({TRAINER_REPO}): run `make image` first")
-    standin = ensure_standin()  # the chart's default image, and its notebook's
-    images = [*images, standin, ensure_jupyter_standin()]
+    images, extra_images = node_images(args)
     for d in (STATE, run, logs):
         d.mkdir(parents=True, exist_ok=True)
     guard_ports()
@@ -70,9 +81,6 @@ def up(args) -> int:
     ensure_pki(ip)
     kubeconfig("admin", f"https://127.0.0.1:{API_PORT}").replace(KUBECONFIG)
     up_control_plane(ip)
-    # the other nodes run the chart's default image only (the scenarios that name the trainer or
-    # notebook image stay on the first node)
-    extra_images = [standin]
     up_runtimes(images, extra_images)
     up_node(ip, images)
     serve_index()
@@ -82,13 +90,47 @@ def up(args) -> int:
         say(f"TF_CLUSTER_NODE_POLICY={POLICY_ENGINE}: no NetworkPolicy engine, policies are not enforced")
     up_addons()
     up_extra_nodes(extra_images)
-    up_argocd()
+    up_registry()
+    if "argocd" not in deferred.components():
+        up_argocd()
     wait_for(
         "the default ServiceAccount",
         lambda: kubectl("get", "serviceaccount", "default", "-n", "default", check=False).returncode == 0,
         60,
     )
     say(f"up in {time.monotonic() - t0:.1f}s: export KUBECONFIG={KUBECONFIG}")
+    deferred.start_later()
+    return 0
+
+
+def preload(args) -> int:
+    """Every node's containerd with the images `up` imports, and nothing else: `make check` runs it
+    while `make test` still runs, so that `up` finds the images there. The imports mostly write
+    (gigabytes into three stores) while the builds beside them are CPU-bound: in a cold run they
+    were 112 s of `up`'s 137 s, on the critical path. It needs containerd and the pause binary,
+    which the node's build makes: --wait waits for them that long."""
+    t0 = time.monotonic()
+    if os.geteuid() != 0:
+        raise NodeError("the node's containerd needs root: run as root")
+    needs = {
+        "containerd (Debian, the node's build installs it)": lambda: shutil.which("containerd"),
+        f"the pause binary ({BIN / 'pause'}, the node's build makes it)": lambda: (BIN / "pause").exists(),
+    }
+    deadline, said = time.monotonic() + args.wait, 0.0
+    while missing := [what for what, there in needs.items() if not there()]:
+        if time.monotonic() > deadline:
+            raise NodeError(f"still missing after {args.wait:.0f}s: {'; '.join(missing)} (run `hack/node build`)")
+        if time.monotonic() - said >= 60:
+            say(f"preload waits for {'; '.join(missing)}")
+            said = time.monotonic()
+        time.sleep(5)
+    with open("/run/lock/tf-cluster-apt.lock", "a") as lock:  # build.sh's: no install half done
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    images, extra_images = node_images(args)
+    for d in (STATE, run, logs):
+        d.mkdir(parents=True, exist_ok=True)
+    up_runtimes(images, extra_images)
+    say(f"images preloaded in {time.monotonic() - t0:.1f}s: `up` starts the rest (`down` stops these containerds)")
     return 0
 
 
@@ -124,6 +166,7 @@ def status(args) -> int:
 
 def down(args) -> int:
     t0 = time.monotonic()
+    deferred.stop()
     down_extra_nodes(args.purge)
     for name in (
         "argocd-application-controller",
@@ -231,11 +274,18 @@ def main(argv=None) -> int:
         help="trainer image(s) to import (default: every tf-cluster-trainer CPU tag in podman's store)",
     )
     u.set_defaults(func=up)
+    pl = sub.add_parser("preload", help="only every node's containerd with its images (`up` then finds them)")
+    pl.add_argument("--image", action="append", help="as for up")
+    pl.add_argument("--wait", type=float, default=0, metavar="SECONDS", help="wait for containerd and pause")
+    pl.set_defaults(func=preload)
     sub.add_parser("build", help="build the node's binaries (cached; `up` does it too)").set_defaults(func=build)
     sub.add_parser(
         "standin",
         help="build the stand-in of TensorFlow's official image and the pods' package index (`up` does it too)",
     ).set_defaults(func=lambda a: print(ensure_standin(), ensure_jupyter_standin(), ensure_index()) or 0)
+    sub.add_parser(
+        "deferred", help="build what TF_CLUSTER_NODE_DEFER names and start Argo CD (`up` runs it after itself)"
+    ).set_defaults(func=deferred.build_and_start)
     sub.add_parser("status").set_defaults(func=status)
     d = sub.add_parser("down")
     d.add_argument("--purge", action="store_true", help="also remove the images imported into containerd")

@@ -70,6 +70,11 @@ def pid_of(name: str) -> int | None:
         return None
 
 
+# The Go runtime's collector in the harness's own processes (TF_CLUSTER_NODE_GOGC, Go's GOGC):
+# unset, Go's default.
+GO_ENV = {"GOGC": os.environ["TF_CLUSTER_NODE_GOGC"]} if os.environ.get("TF_CLUSTER_NODE_GOGC") else {}
+
+
 def start(name: str, argv: list, env: dict | None = None, netns: str | None = None) -> None:
     """Start a long-lived process `name` (pid file, log), in network namespace `netns` if given."""
     if pid_of(name):
@@ -86,7 +91,7 @@ def start(name: str, argv: list, env: dict | None = None, netns: str | None = No
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
         start_new_session=True,
-        env={**os.environ, **(env or {})},
+        env={**os.environ, **GO_ENV, **(env or {})},
         cwd=STATE,
     )
     (run / f"{name}.pid").write_text(str(p.pid))

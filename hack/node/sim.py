@@ -13,7 +13,7 @@ TF_CONFIG (before 2.0.0: bench_sim.py's "chart before" rows) held ~1.8 GB in etc
 raft entries, and the API server and etcd run with a GOMEMLIMIT (6 and 4 GiB).
 
 The API server writes an audit log of the requests made by service accounts (the tasks' own token,
-bound to its pod as the kubelet's are, so each event names the pod: POD_NAME in its user's extra):
+bound to its pod as the kubelet's are, so each event names the pod in its user's extra: sim_audit.POD_NAME):
 bench_sim.py counts a launcher's requests there, and the API server's own metrics for the rest.
 
     from node.sim import SimCluster     (hack/ on sys.path)
@@ -42,11 +42,11 @@ from pathlib import Path
 import yaml
 
 from .config import BIN, CACHE
+from .deferred import wait as wait_deferred
 from .pki import loopback_apiserver_pki, token_kubeconfig
 
 KWOK_DIR = Path(os.environ.get("KWOK_DIR") or CACHE / f"kwok-{os.environ.get('KWOK_VERSION', '0.8.0')}")
 ADMIN_TOKEN = "sim-admin-token"
-POD_NAME = "authentication.kubernetes.io/pod-name"  # a pod-bound token's pod, in an audit event's user.extra
 # The label of the nodes kwok plays (--manage-nodes-with-label-selector): a label, not kwokctl's
 # annotation, because a label selector is the API server's. A node relabelled leaves the selection,
 # and kwok's watch of it gets a DELETED event: kwok forgets the node (no Lease renewal, no status
@@ -81,7 +81,11 @@ AUDIT_POLICY = {
 
 
 def missing() -> str | None:
-    """Why the simulated cluster cannot start here (None: it can)."""
+    """Why the simulated cluster cannot start here (None: it can). kwok may still be building
+    beside the scenarios (`make check`: node/deferred.py): that build is waited for."""
+    why = wait_deferred("kwok")
+    if why:
+        return why
     need = [BIN / c for c in ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "coredns")]
     need.append(KWOK_DIR / "kwok")
     absent = [str(p) for p in need if not p.exists()]
@@ -492,7 +496,7 @@ class SimCluster:
         output (stdout and stderr, lines) on the process' stdout."""
         namespace, sa = pod["metadata"]["namespace"], pod["spec"]["serviceAccountName"]
         # a token bound to the pod, as the kubelet projects one: the audit log then names the pod
-        # each request came from (user.extra's POD_NAME), where the account alone is every task's
+        # each request came from (tests/bench/sim_audit.POD_NAME), where the account alone is every task's
         sa_dir = workdir / f"sa-{namespace}-{pod['metadata']['name']}"
         if not (sa_dir / "token").exists():
             sa_dir.mkdir(parents=True, exist_ok=True)

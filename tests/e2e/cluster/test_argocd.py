@@ -18,6 +18,7 @@ import time
 
 import pytest
 import yaml
+from node import deferred
 from node.argocd import GIT_ROOT, GIT_URL, REGISTRY  # hack/node (the e2e harness)
 from node.argocd import NAMESPACE as ARGO_NS
 from node.proc import pid_of
@@ -31,10 +32,20 @@ EXAMPLE = yaml.safe_load((EX / "argocd" / "application.yaml").read_text())
 OCI_EXAMPLE = yaml.safe_load((EX / "argocd" / "application-oci.yaml").read_text())
 CHART = yaml.safe_load((ROOT / "charts/tf-cluster/Chart.yaml").read_text())["version"]
 
+
+def argocd_running() -> bool:
+    """Asked as each test starts: `make check` builds and starts Argo CD after the node is up,
+    beside the first scenarios (hack/node/deferred.py), so the first test may wait for it."""
+    why = deferred.wait("argocd")
+    if why:
+        print(f"[argocd] {why}")
+    return why is None and bool(pid_of("argocd-application-controller"))
+
+
 pytestmark = pytest.mark.needs(
     "Argo CD (argocd-application-controller on the e2e node)",
-    bool(pid_of("argocd-application-controller")),
-    "`make e2e` builds it and starts it with the node",
+    argocd_running,
+    "`make e2e` builds it and starts it with the node (`make check`: just after it)",
 )
 
 
