@@ -44,7 +44,6 @@ from pathlib import Path
 
 import sim_audit
 from benchlib import OUT, chart_at, launcher_at, save, say, table
-from sim_audit import by_verb  # noqa: F401 - bench_sim_events.py reads the events by verb from here
 
 from tf_cluster import CHART, ROOT, helm
 

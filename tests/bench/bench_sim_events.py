@@ -44,8 +44,9 @@ import threading
 import time
 from pathlib import Path
 
-from bench_sim import LAUNCHER, by_verb, prepare, start_release
+from bench_sim import LAUNCHER, prepare, start_release
 from benchlib import OUT, save, say, table
+from sim_audit import by_verb
 
 from tf_cluster import ROOT
 

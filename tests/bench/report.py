@@ -612,10 +612,13 @@ SECTIONS = (
 def only(name: str) -> None:
     """Rewrite one section of docs/benchmarks.md from its JSON, the others as they are (a rerun of one
     script: `report.py --only sim`)."""
+    sections = dict(SECTIONS + OPTIONAL)
+    if name not in sections:
+        sys.exit(f"report.py --only {name}: no such section of docs/benchmarks.md; one of: {', '.join(sections)}")
     data = load(name)
     if data is None:
         sys.exit(f"no figures for {name}: build/bench/{name}.json (run its script first)")
-    section = dict(SECTIONS + OPTIONAL)[name](data)
+    section = sections[name](data)
     section.insert(len(section) - 1, f"_Measured {data['measured']}._")  # the section ends with ""
     page = DOCS / "benchmarks.md"
     text = page.read_text() if page.is_file() else "# Benchmarks\n"

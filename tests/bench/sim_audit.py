@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 from urllib.parse import parse_qs, urlsplit
 
-POD_NAME = "authentication.kubernetes.io/pod-name"  # as hack/node/sim.py: a pod-bound token's pod
+POD_NAME = "authentication.kubernetes.io/pod-name"  # in user.extra: the pod a token is bound to (sim.py's are)
 
 
 def epoch(stamp: str) -> float:

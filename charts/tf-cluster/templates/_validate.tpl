@@ -137,7 +137,7 @@ and nothing renders on failure (Helm renders every template before it prints any
 {{- $r := dict "context" $ctx "role" $role -}}
 {{- $n := int (include "tf-cluster.jobReplicas" $r) -}}
 {{- if gt $n 0 -}}
-{{- $gang = append $gang (dict "role" $role "replicas" $n "labels" (include "tf-cluster.podLabels" $r | fromJson)) -}}
+{{- $gang = append $gang (dict "role" $role "labels" (include "tf-cluster.podLabels" $r | fromJson)) -}}
 {{- end -}}
 {{- end -}}
 {{- range $member := $gang -}}

@@ -326,9 +326,29 @@ def lost_node_timeline(api, ns: str, victim: str, t_fault: float) -> dict[str, f
     }
 
 
+def log_times(text: str, t0: float) -> list[str]:
+    """When (s after t0) a timestamped tensorflow log wrote its last epoch (a PROGRESS message), its
+    result (RESULT, after model.save) and its last line: where a slow end sits."""
+    stamped = []
+    for line in text.strip().splitlines():
+        stamp, _, rest = line.partition(" ")
+        try:
+            stamped.append((datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp(), progress.parse(rest)))
+        except ValueError:
+            continue
+    marks = {"last epoch": "PROGRESS", "result": "RESULT", "last line": None}
+    out = []
+    for what, kind in marks.items():
+        when = next((t for t, m in reversed(stamped) if kind is None or (m and m.kind == kind)), None)
+        if when is not None:
+            out.append(f"{what} {when - t0:.0f}")
+    return out
+
+
 def run_end(api, ns: str, release: str, t_fault: float) -> str:
     """How the run ended, in seconds after the fault: each pod that completed, its node, and when
-    its containers finished (tensorflow's last log line too); each Job's completion."""
+    its containers finished (tensorflow's last epoch, result and last log line too); each Job's
+    completion."""
     from kubernetes import client
 
     core, batch = client.CoreV1Api(api), client.BatchV1Api(api)
@@ -343,12 +363,7 @@ def run_end(api, ns: str, release: str, t_fault: float) -> str:
             if cs.state.terminated and cs.state.terminated.finished_at
         ]
         text = core.read_namespaced_pod_log(p.metadata.name, ns, container="tensorflow", timestamps=True)
-        last = text.strip().splitlines()[-1] if text.strip() else ""
-        when = last.split(" ", 1)[0]
-        try:
-            ends.append(f"last line {datetime.fromisoformat(when.replace('Z', '+00:00')).timestamp() - t_fault:.0f}")
-        except ValueError:
-            pass
+        ends += log_times(text, t_fault)
         parts.append(f"{task} on {p.spec.node_name}: " + ", ".join(ends))
     for j in batch.list_namespaced_job(ns, label_selector=f"app.kubernetes.io/instance={release}").items:
         if j.status.completion_time:
