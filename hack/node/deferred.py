@@ -19,15 +19,14 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from .config import HERE, logs, run
-from .proc import NodeError, exited, say
+from .proc import NodeError, pid_of, say
 
 DEFERRABLE = ("argocd", "kwok")
 STATUS = run / "deferred.status"  # "running", "ok", or "failed: why"
 NAMES = run / "deferred.components"  # what is deferred, space separated
-PID = run / "deferred.pid"
+PID = run / "deferred.pid"  # proc.pid_of("deferred") reads it, as every pid file of the harness
 LOG = logs / "deferred.log"
 
 
@@ -63,22 +62,11 @@ def start_later() -> None:
 
 def stop() -> None:
     """At `down`: a deferred build still running is stopped (its whole process group)."""
-    try:
-        pid = int(PID.read_text())
-    except (OSError, ValueError):
-        return
-    if not exited(pid) and ours(pid):
+    pid = pid_of(PID.stem)  # None once it ended, or when its number is another process's now
+    if pid:
         os.killpg(pid, signal.SIGTERM)
         say(f"stopped the deferred build (pid {pid})")
     PID.unlink(missing_ok=True)
-
-
-def ours(pid: int) -> bool:
-    """Is `pid` still the process start_later started (not a later one given its number)?"""
-    try:
-        return b"deferred" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return False
 
 
 def wait(component: str, timeout: float = 1800) -> str | None:
@@ -88,11 +76,7 @@ def wait(component: str, timeout: float = 1800) -> str | None:
         return None
     t0, said = time.monotonic(), time.monotonic()
     while (status := STATUS.read_text().strip()) == "running":
-        try:
-            pid = int(PID.read_text())
-        except (OSError, ValueError):
-            pid = 0
-        if not pid or exited(pid) or not ours(pid):
+        if not pid_of(PID.stem):
             return f"the deferred build of {component} ended without saying how (its log: {LOG})"
         if time.monotonic() - t0 > timeout:
             return f"the deferred build of {component} still runs after {timeout:.0f}s (its log: {LOG})"

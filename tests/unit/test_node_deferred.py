@@ -13,14 +13,16 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "hack"))
-from node import deferred  # noqa: E402
+from node import deferred, proc  # noqa: E402
 from node.proc import NodeError  # noqa: E402
 
 
 @pytest.fixture
 def state(tmp_path, monkeypatch):
-    for name in ("STATUS", "PID", "LOG", "NAMES"):
+    for name in ("STATUS", "LOG", "NAMES"):
         monkeypatch.setattr(deferred, name, tmp_path / name.lower())
+    monkeypatch.setattr(deferred, "PID", tmp_path / "deferred.pid")
+    monkeypatch.setattr(proc, "run", tmp_path)  # where proc.pid_of reads the harness's pid files
     deferred.NAMES.write_text("argocd kwok")
     return tmp_path
 
