@@ -138,6 +138,21 @@ class App:
             say(f"  {time.monotonic() - self.t0:6.1f}s  {sync:10} {health}")
         return st
 
+    def out_of_sync(self, st: dict, ns: str) -> str:
+        """The resources Argo CD found OutOfSync; a ConfigMap or Secret with its live object as it is now."""
+        out = []
+        for r in st.get("resources") or []:
+            if r.get("status") == "Synced":
+                continue
+            out.append(f"{r['kind']}/{r['name']}: {r.get('status')}")
+            get = {"ConfigMap": self.core.read_namespaced_config_map, "Secret": self.core.read_namespaced_secret}
+            if r["kind"] in get:
+                live = self.core.api_client.sanitize_for_serialization(get[r["kind"]](r["name"], ns))
+                if r["kind"] == "Secret":
+                    live.pop("data", None)  # the token: not for a CI log
+                out.append(yaml.safe_dump(live).rstrip())  # managedFields kept: who wrote what
+        return "\n".join(out) or f"no resource OutOfSync; the Application's conditions: {st.get('conditions')}"
+
     def patch(self, spec: dict, what: str) -> None:
         self.co.patch_namespaced_custom_object(GROUP, VERSION, ARGO_NS, PLURAL, self.name, {"spec": spec})
         say(f"Application {self.name}: {what}")
@@ -417,7 +432,7 @@ def test_argocd_keeps_the_notebook_in_sync_with_its_token_and_heartbeat(app_fact
         while len(reconciled) < 11:
             assert time.monotonic() - t < 240, f"only {len(reconciled)} reconciliations in 240 s"
             st = app.status()
-            assert st["sync"]["status"] == "Synced", st.get("resources")
+            assert st["sync"]["status"] == "Synced", app.out_of_sync(st, ns)
             reconciled.add(st.get("reconciledAt"))
             time.sleep(1)
         (beat,) = [r for r in st["resources"] if r["kind"] == "ConfigMap" and "-chief-" in r["name"]]
