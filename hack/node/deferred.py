@@ -44,6 +44,10 @@ def start_later() -> None:
     names = components()
     if not names:
         return
+    running = pid_of(PID.stem)
+    if running:  # a second `up` while the first one's build runs: that build goes on, no second one
+        say(f"the deferred build of {NAMES.read_text().strip()} already runs (pid {running}, log {LOG})")
+        return
     for d in (run, logs):
         d.mkdir(parents=True, exist_ok=True)
     NAMES.write_text(" ".join(names))

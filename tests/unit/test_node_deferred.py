@@ -131,3 +131,19 @@ def test_the_node_build_leaves_out_what_is_deferred(defer, built, tmp_path):
     names = set(r.stdout.split())
     assert built <= names
     assert not (set(defer.split()) & names)
+
+
+def test_a_second_up_while_the_build_runs_starts_no_second_build(state, monkeypatch):
+    monkeypatch.setenv("TF_CLUSTER_NODE_DEFER", "kwok")
+    p = build_process(state, "running")
+    started = []  # what start_later would run (not run here: it is the real build)
+    monkeypatch.setattr(deferred.subprocess, "Popen", lambda argv, **_: started.append(argv) or p)
+    try:
+        deferred.start_later()
+        assert started == [], "a second build was started beside the running one"
+        assert deferred.PID.read_text() == str(p.pid) and deferred.NAMES.read_text() == "argocd kwok"
+    finally:
+        p.kill()
+        p.wait()
+    deferred.start_later()  # once it ended, the next `up` starts one
+    assert len(started) == 1 and started[0][-1] == "deferred", started
