@@ -23,8 +23,9 @@ on the first node (nodes.py says what makes them separate nodes).
 The package, one module a concern: config (paths, addresses, images, config.Node), proc
 (commands, long-lived processes, waits), pki, control_plane, runtime (containerd, CNI,
 images), kubelet, nodes (the other nodes and their faults), policy (the NetworkPolicy
-engine), addons (CoreDNS, storage), standin (the chart's default image and the pods' package
-index), cli (the verbs); config files in files/. Beside the node, sim: a
+engine), addons (CoreDNS, the StorageClass), storage (the GlusterFS volume every node
+mounts), standin (the chart's default image and the pods' package index), cli (the verbs);
+config files in files/. Beside the node, sim: a
 simulated cluster of hundreds of kwok nodes on the same control-plane binaries, for scale.
 
 The parts, as Kubernetes' own node e2e runs them: etcd (Debian), kube-apiserver,
@@ -34,7 +35,8 @@ Cilium's agent and CNI plugin built from its Go module and chained after the
 bridge, so NetworkPolicies are enforced (TF_CLUSTER_NODE_POLICY=none: without),
 CoreDNS built from its Go module (a host process serving cluster.local on the
 pod bridge's gateway, which is the kubelet's clusterDNS), and Rancher's
-local-path-provisioner (the default StorageClass `standard`, as on kind).
+local-path-provisioner (the default StorageClass `standard`, as on kind), its shared mode on a
+GlusterFS volume (Debian) that each node mounts over its own network.
 Images: a pause image and the trainer/base images from podman, imported into
 containerd, and stand-ins for the chart's default images, TensorFlow's official
 docker.io/tensorflow/tensorflow:<tf> and its -jupyter, built here from their recipes

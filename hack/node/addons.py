@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import urllib.request
 
-from .config import BASE_IMAGE, BIN, DNS_HEALTH, DNS_READY, GATEWAY, KUBECONFIG, NODE, STATE
+from .config import BASE_IMAGE, BIN, DNS_HEALTH, DNS_READY, GATEWAY, KUBECONFIG, NODE, SHARED, STATE
 from .proc import kubectl, start, template, wait_for
 
 
@@ -20,10 +20,9 @@ def up_addons() -> None:
         60,
         "coredns",
     )
-    # Rancher's local-path-provisioner: kind's default storage. Its helper pods run the base image.
-    kubectl(
-        "apply", "-f", "-", input=template("local-path.yaml", PATH=STATE / "local-path", HELPER=BASE_IMAGE, NODE=NODE)
-    )
+    # Rancher's local-path-provisioner: kind's default storage, here in its shared mode on the
+    # GlusterFS volume every node mounts at SHARED (node/storage.py). Its helper pods run the base image.
+    kubectl("apply", "-f", "-", input=template("local-path.yaml", PATH=SHARED, HELPER=BASE_IMAGE, NODE=NODE))
     start(
         "local-path-provisioner",
         [

@@ -5,7 +5,7 @@
 # Cached outside the repo: a second run only checks that the binaries are there.
 #   hack/node/build.sh [component ...]    (default: all)
 #   components: kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy (kubeadm kubectl: the kind node image) coredns
-#               local-path-provisioner pause etcd debs (etcd, containerd, runc, CNI, iptables, conntrack)
+#               local-path-provisioner pause etcd debs (etcd, containerd, runc, CNI, iptables, conntrack, GlusterFS)
 #               argocd (Argo CD: one binary with the two components the node runs + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)
 #               registry (the CNCF distribution OCI registry, from its Go module; into $REGISTRY_DIR)
 #               kwok (fake nodes and pods for a real control plane, from sigs.k8s.io/kwok, with the Stages the
@@ -308,6 +308,9 @@ GO
       [ -x /usr/lib/cni/bridge ] || [ -x /usr/libexec/cni/bridge ] || pkgs+=(containernetworking-plugins)
       command -v iptables >/dev/null || pkgs+=(iptables)
       command -v conntrack >/dev/null || pkgs+=(conntrack)
+      # the shared storage's server and FUSE client (node/storage.py)
+      [ -x /usr/sbin/glusterd ] || pkgs+=(glusterfs-server)
+      [ -x /usr/sbin/glusterfs ] || pkgs+=(glusterfs-client)
       apt_install ${pkgs[@]+"${pkgs[@]}"};;
   esac
   timing "$c" "$t0"

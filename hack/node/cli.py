@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from . import __doc__ as DOC
-from . import deferred
+from . import deferred, storage
 from .addons import up_addons
 from .argocd import ARGOCD_DIR, REGISTRY_DIR, up_argocd, up_registry
 from .config import (
@@ -88,6 +88,8 @@ def up(args) -> int:
         up_policy_engine()
     else:
         say(f"TF_CLUSTER_NODE_POLICY={POLICY_ENGINE}: no NetworkPolicy engine, policies are not enforced")
+    storage.up_server()
+    storage.mount()
     up_addons()
     up_extra_nodes(extra_images)
     up_registry()
@@ -193,6 +195,7 @@ def down(args) -> int:
             for image in ctr_images():
                 ctr("images", "rm", image, check=False)
     stop("containerd")
+    storage.down()
     clean_up_policy_engine()
     for name in ("kube-scheduler", "kube-controller-manager", "kube-apiserver", "etcd"):
         stop(name)

@@ -33,6 +33,8 @@ REPO_METRICS, CONTROLLER_METRICS = 18084, 18082  # also their readiness checks
 REGISTRY_PORT = 15000
 PACKAGES_PORT = 18090  # the pods' package index (node/standin.py), on the pod bridge's gateway
 DNS_HEALTH, DNS_READY = 18080, 18181  # CoreDNS's health and ready plugins (files/Corefile)
+STORAGE_PORT = 24007  # glusterd (node/storage.py): GlusterFS's own port
+STORAGE_BRICK_PORTS = tuple(range(24008, 24012))  # its bricks' (glusterd picks one), not 49152+
 FIXED_PORTS = {
     ETCD_PORT: "etcd",
     ETCD_PEER: "etcd",
@@ -57,6 +59,8 @@ FIXED_PORTS = {
     REPO_PORT: "argocd-repo-server",
     REPO_METRICS: "argocd-repo-server",
     CONTROLLER_METRICS: "argocd-application-controller",
+    STORAGE_PORT: "glusterd",
+    **{port: "glusterd" for port in STORAGE_BRICK_PORTS},  # its brick process, started by glusterd
 }
 CNI_BIN = next(
     (d for d in ("/usr/lib/cni", "/usr/libexec/cni", "/opt/cni/bin") if Path(d, "bridge").exists()), "/usr/lib/cni"
@@ -81,6 +85,8 @@ COMPONENTS = [
     "kube-proxy",
     "cilium-agent",
     "coredns",
+    "glusterd",
+    "glusterfs",
     "local-path-provisioner",
     "redis",
     "git_http",
@@ -91,6 +97,10 @@ COMPONENTS = [
 ]
 
 pki, run, logs = STATE / "pki", STATE / "run", STATE / "logs"
+# Where the local-path provisioner makes its ReadWriteMany claims, on every node: the GlusterFS
+# volume each node mounts there through its own client (node/storage.py)
+SHARED = STATE / "local-path"
+MOUNT_NS = run / "mntns"  # the other nodes' mount namespaces, each bound to a file here
 KUBECONFIG = STATE / "kubeconfig"
 SOCK = run / "containerd.sock"
 CNI_BIN_DIR = STATE / "cni" / "bin"  # Debian's plugins (linked) and cilium-cni
@@ -157,6 +167,11 @@ class Node:
     def api(self) -> str:
         """The API server as this node's processes reach it."""
         return f"https://127.0.0.1:{API_PORT}" if self.host else f"https://{NODE_NET_GW}:{API_PORT}"
+
+    @property
+    def mntns(self) -> Path:
+        """The file its mount namespace is bound to (another node's: node/nodes.py ensure_mount_ns)."""
+        return MOUNT_NS / self.name
 
     def proc(self, component: str) -> str:
         """The name of this node's `component` process (pid file, log)."""

@@ -27,8 +27,16 @@ def start_containerd(node: Node = HOST_NODE) -> None:
     env = {}
     if not node.host and POLICY_ENGINE == "cilium":  # cilium-cni talks to this node's agent
         env["CILIUM_SOCK"] = str(node.state / "cilium" / "cilium.sock")
-    netns = None if node.host else node.netns
-    start(node.proc("containerd"), ["containerd", "--config", containerd_config(node)], env=env, netns=netns)
+    netns, mntns = (None, None) if node.host else (node.netns, node.mntns)
+    # another node's containerd (its shims, runc) and kubelet in the node's mount namespace, where
+    # its client mounts the shared storage (node/storage.py) and the kubelet mounts its pods' volumes
+    start(
+        node.proc("containerd"),
+        ["containerd", "--config", containerd_config(node)],
+        env=env,
+        netns=netns,
+        mntns=mntns,
+    )
     wait_for(
         f"containerd of {node.name}",
         lambda: node.sock.exists() and ctr("version", sock=node.sock).returncode == 0,
@@ -120,6 +128,7 @@ def up_node(ip: str, images: list[str], node: Node = HOST_NODE) -> None:
             "--v=1",
         ],
         netns=netns,
+        mntns=None if node.host else node.mntns,
     )
     wait_for(f"node {node.name} Ready", lambda: node_ready(node.name), 180, node.proc("kubelet"), every=1)
     say(f"node {node.name} Ready")

@@ -7,9 +7,10 @@ What makes them separate nodes and not only separate processes: their own networ
 their own container runtime and image store, their own kubelet root, pod logs and cgroup
 root (/tfc-n<n>). Pods reach pods on other nodes by plain routes (as flannel's host-gw or
 Cilium's native routing do), unmasqueraded, so NetworkPolicies see the real source pod.
-They share this host's kernel, CPUs and filesystem, which is what lets a `local-path`
-claim in shared-filesystem mode be a real ReadWriteMany volume across them (an NFS export
-mounted on every node, in effect).
+They share this host's kernel, CPUs and filesystem; a mount namespace of each node's own
+(config.Node.mntns), where its containerd and kubelet run, holds its own mount of the shared
+storage: a GlusterFS volume its client reaches over the node's link (node/storage.py), where the
+`local-path` provisioner's shared mode makes ReadWriteMany claims.
 
 The faults a test injects (node/cli.py `node kill|partition|heal|start`):
   kill       its link goes down and every process of the node (kubelet, containerd, kube-proxy,
@@ -29,12 +30,13 @@ import signal
 import time
 from pathlib import Path
 
-from .config import API_PORT, EXTRA_NODES, HOST_NODE, NODE_BRIDGE, NODE_NET_GW, POLICY_ENGINE, Node, logs, run
+from . import storage
+from .config import API_PORT, EXTRA_NODES, HOST_NODE, MOUNT_NS, NODE_BRIDGE, NODE_NET_GW, POLICY_ENGINE, Node, logs, run
 from .kubelet import load_images, start_containerd, up_node
 from .proc import NodeError, ctr, pid_of, say, sh, stop
 from .runtime import Archives
 
-COMPONENTS = ("containerd", "kubelet", "kube-proxy", "cilium-agent")
+COMPONENTS = ("containerd", "kubelet", "kube-proxy", "cilium-agent", "glusterfs")
 
 
 def by_name(name: str) -> Node:
@@ -94,11 +96,44 @@ def ensure_cgroups(node: Node) -> None:
                 (d / f).write_text((hierarchy / f).read_text())
 
 
+def mount_points() -> dict[str, str]:
+    """This host's mount points and their filesystem types (/proc/self/mountinfo)."""
+    points = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        before, _, after = line.partition(" - ")
+        points[before.split()[4]] = after.split()[0]
+    return points
+
+
+def ensure_mount_ns(node: Node) -> None:
+    """The node's mount namespace, bound to node.mntns so that it outlives its processes (a killed
+    node's is found again by `start`). Made with propagation unchanged: this host's private mounts
+    are copies there (its mount of the shared storage is the node's own), and its shared ones
+    (/run/netns, where containerd binds its pods' network namespaces) stay shared both ways."""
+    points = mount_points()
+    if str(MOUNT_NS) not in points:  # a namespace's file is bound under a private mount only
+        MOUNT_NS.mkdir(parents=True, exist_ok=True)
+        sh("mount", "--bind", MOUNT_NS, MOUNT_NS)
+        sh("mount", "--make-private", MOUNT_NS)
+    if points.get(str(node.mntns)) == "nsfs":
+        return
+    node.mntns.touch()
+    sh("unshare", f"--mount={node.mntns}", "--propagation", "unchanged", "true")
+
+
+def release_mount_ns(node: Node) -> None:
+    """At `down`, once the node's processes are gone: its namespace (and every mount in it) goes."""
+    if mount_points().get(str(node.mntns)) == "nsfs":
+        sh("umount", node.mntns, check=False)
+    node.mntns.unlink(missing_ok=True)
+
+
 def prepare(node: Node) -> None:
-    """What a node's containerd needs first: its directories and its cgroup root."""
+    """What a node's containerd needs first: its directories, its cgroup root, its mount namespace."""
     for d in (node.state, node.run):
         d.mkdir(parents=True, exist_ok=True)
     ensure_cgroups(node)
+    ensure_mount_ns(node)
 
 
 def up_runtimes(images: list[str], extra_images: list[str]) -> None:
@@ -136,6 +171,7 @@ def up_extra_nodes(images: list[str], only: Node | None = None) -> None:
     for node in [only] if only else EXTRA_NODES:
         t = time.monotonic()
         prepare(node)
+        storage.mount(node)
         up_node(node.ip, images, node)
         if POLICY_ENGINE == "cilium":
             up_policy_engine(node)
@@ -216,8 +252,9 @@ def down_extra_nodes(purge: bool) -> None:  # noqa: C901
             for cid in ctr("containers", "list", "-q", check=False, sock=node.sock).stdout.split():
                 ctr("tasks", "delete", "-f", cid, check=False, sock=node.sock)
                 ctr("containers", "delete", cid, check=False, sock=node.sock)
-        kill(node)  # whatever is left (a killed node's containers)
+        kill(node)  # whatever is left (a killed node's containers, its storage client)
         stop(node.proc("containerd"))
+        release_mount_ns(node)
         if node.state.exists() and POLICY_ENGINE == "cilium":
             sh("umount", "-l", bpf_root(node), check=False)
         mounts = [

@@ -75,8 +75,9 @@ def pid_of(name: str) -> int | None:
 GO_ENV = {"GOGC": os.environ["TF_CLUSTER_NODE_GOGC"]} if os.environ.get("TF_CLUSTER_NODE_GOGC") else {}
 
 
-def start(name: str, argv: list, env: dict | None = None, netns: str | None = None) -> None:
-    """Start a long-lived process `name` (pid file, log), in network namespace `netns` if given."""
+def start(name: str, argv: list, env: dict | None = None, netns: str | None = None, mntns: Path | None = None) -> None:
+    """Start a long-lived process `name` (pid file, log), in network namespace `netns` and mount
+    namespace `mntns` (a file it is bound to: config.Node.mntns) if given."""
     if pid_of(name):
         say(f"{name} already running (pid {pid_of(name)})")
         return
@@ -86,7 +87,7 @@ def start(name: str, argv: list, env: dict | None = None, netns: str | None = No
     log.write(f"\n=== {time.strftime('%F %T')} {' '.join(map(str, argv))}\n")
     log.flush()
     p = subprocess.Popen(
-        [str(a) for a in (["nsenter", f"--net=/run/netns/{netns}", "--"] if netns else []) + argv],
+        [str(a) for a in in_namespaces(netns, mntns) + argv],
         stdout=log,
         stderr=subprocess.STDOUT,
         stdin=subprocess.DEVNULL,
@@ -100,6 +101,12 @@ def start(name: str, argv: list, env: dict | None = None, netns: str | None = No
             break
         time.sleep(0.02)
     say(f"{name} started (pid {p.pid}, log {logs / (name + '.log')})")
+
+
+def in_namespaces(netns: str | None, mntns: Path | None) -> list[str]:
+    """nsenter's arguments for a command in these namespaces ([] for none)."""
+    flags = ([f"--net=/run/netns/{netns}"] if netns else []) + ([f"--mount={mntns}"] if mntns else [])
+    return ["nsenter", *flags, "--"] if flags else []
 
 
 def stop(name: str, timeout: float = 20) -> None:

@@ -4,7 +4,8 @@ across nodes, and a node that dies, is cut off or is drained mid-training.
 The other nodes carry the NoSchedule taint node/config.EXTRA_NODE_TAINT (the single-node
 scenarios stay on the first node); these releases tolerate it and spread one task per node
 (a hard topology spread on the hostname). Checkpoints are on the default class `standard`:
-local-path in shared-filesystem mode, a ReadWriteMany volume every node mounts.
+local-path in shared-filesystem mode on a GlusterFS volume that every node mounts through its own
+client, over its own link (hack/node/storage.py): a ReadWriteMany volume a cut-off node loses.
 
 Expected outcomes (docs/user-guide/lost-nodes.md, the node rows) are asserted with their figures:
 - a node lost mid-run (killed, or cut off): Kubernetes calls it NotReady after the
@@ -21,9 +22,11 @@ Expected outcomes (docs/user-guide/lost-nodes.md, the node rows) are asserted wi
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
+import uuid
 from datetime import datetime
 from pathlib import Path
 
@@ -256,6 +259,64 @@ def test_a_release_spread_over_three_nodes_trains_gang_placed_and_exports_its_mo
     )
     say(f"the gang of {len(pods)} was bound to {len(set(where.values()))} nodes within {bound[-1] - bound[0]:.0f}s")
     assert bound[-1] - bound[0] <= 2, "the gang is bound all at once, not pod by pod"
+
+
+# ----------------------------------------------------------------- shared storage
+def on_shared(node, name: str, text: str | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    """Through `node`'s own client (in its mount namespace): write `text` to the file `name` on the
+    shared volume and flush it to the server, or (text None) read it."""
+    in_ns = [] if node.host else ["nsenter", f"--mount={node.mntns}", "--"]
+    path = node_config.SHARED / name
+    script = 'printf %s "$1" > "$2" && sync "$2"' if text is not None else 'cat "$2"'
+    argv = [*in_ns, "sh", "-c", script, "sh", text or "", str(path)]
+    try:
+        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 124, "", f"no answer within {timeout:.0f}s")
+
+
+def test_each_node_reaches_the_shared_volume_through_its_own_client_and_a_cut_off_node_loses_it(api, lost_node):
+    """The claims' volume is GlusterFS, served from the first node: each node mounts it with a
+    client of its own in its network namespace, in the mount namespace its kubelet and containerd
+    use; what one node writes, the others read; a node cut off loses it (its writes fail) while the
+    others keep it, and has it again once its link is back."""
+    from node import proc, storage
+
+    nodes = [node_config.HOST_NODE, *node_config.EXTRA_NODES]
+    for node in nodes:
+        pid = proc.pid_of(node.proc("glusterfs"))
+        assert pid, f"no GlusterFS client of {node.name} running"
+        assert storage.mounted(pid), f"{node.name}'s client has not mounted {storage.VOLUME} at {node_config.SHARED}"
+        netns = "/proc/self/ns/net" if node.host else f"/run/netns/{node.netns}"
+        assert os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(netns).st_ino, f"{node.name}'s client: not its network"
+        if not node.host:
+            mounts = {os.stat(f"/proc/{proc.pid_of(node.proc(c))}/ns/mnt").st_ino for c in ("kubelet", "containerd")}
+            assert mounts == {os.stat(f"/proc/{pid}/ns/mnt").st_ino}, f"{node.name}: kubelet, containerd, client apart"
+            assert mounts != {os.stat("/proc/self/ns/mnt").st_ino}, f"{node.name} shares this host's mounts"
+    name = f"probe-{uuid.uuid4().hex[:8]}"
+    token = uuid.uuid4().hex
+    assert on_shared(LOST, name, token).returncode == 0
+    for node in nodes:
+        assert on_shared(node, name).stdout == token, f"{node.name} does not read what {LOST.name} wrote"
+    node_fault("partition", str(LOST.index))
+    t0 = time.monotonic()
+    cut = on_shared(LOST, name, "cut off")
+    lost_after = time.monotonic() - t0
+    assert cut.returncode != 0, f"{LOST.name} wrote to the volume while cut off"
+    assert on_shared(node_config.HOST_NODE, name).stdout == token, "the cut-off node's write reached the volume"
+    kept = on_shared(node_config.EXTRA_NODES[0], name, "kept")
+    assert kept.returncode == 0, f"{node_config.EXTRA_NODES[0].name} lost the volume with {LOST.name}: {kept.stderr}"
+    node_fault("heal", str(LOST.index))
+    t1 = time.monotonic()
+    back = wait_until(
+        lambda: on_shared(LOST, name, "back", timeout=20).returncode == 0, f"{LOST.name} writes again", 120
+    )
+    say(
+        f"GlusterFS volume {storage.VOLUME}: {len(nodes)} clients, each in its node's network and mount namespace; "
+        f"{LOST.name} cut off: its write failed after {lost_after:.0f}s ({(cut.stderr or '').strip()[:80]}), "
+        f"the others kept the volume; it wrote again {time.monotonic() - t1:.0f}s after its link came back"
+    )
+    assert back and on_shared(node_config.HOST_NODE, name).stdout == "back"
 
 
 def test_network_policy_admits_release_pods_and_drops_outsiders_across_nodes(api, ns, tmp_path):
