@@ -34,7 +34,7 @@ REGISTRY_PORT = 15000
 PACKAGES_PORT = 18090  # the pods' package index (node/standin.py), on the pod bridge's gateway
 DNS_HEALTH, DNS_READY = 18080, 18181  # CoreDNS's health and ready plugins (files/Corefile)
 STORAGE_PORT = 24007  # glusterd (node/storage.py): GlusterFS's own port
-STORAGE_BRICK_PORTS = tuple(range(24008, 24012))  # its bricks' (glusterd picks one), not 49152+
+STORAGE_BRICK_PORT = 24008  # its one brick's (glusterfsd), not GlusterFS's 49152+ (inside the range)
 FIXED_PORTS = {
     ETCD_PORT: "etcd",
     ETCD_PEER: "etcd",
@@ -60,7 +60,7 @@ FIXED_PORTS = {
     REPO_METRICS: "argocd-repo-server",
     CONTROLLER_METRICS: "argocd-application-controller",
     STORAGE_PORT: "glusterd",
-    **{port: "glusterd" for port in STORAGE_BRICK_PORTS},  # its brick process, started by glusterd
+    STORAGE_BRICK_PORT: "glusterfsd",  # started by glusterd; node/storage.py records its pid in run/
 }
 CNI_BIN = next(
     (d for d in ("/usr/lib/cni", "/usr/libexec/cni", "/opt/cni/bin") if Path(d, "bridge").exists()), "/usr/lib/cni"
@@ -86,6 +86,7 @@ COMPONENTS = [
     "cilium-agent",
     "coredns",
     "glusterd",
+    "glusterfsd",
     "glusterfs",
     "local-path-provisioner",
     "redis",

@@ -11,8 +11,9 @@ node 2 reads and writes through node 2's client. A node cut off (`node partition
 storage with its network; a killed node's client dies with it; a node cut off from the control
 plane only (`node isolate`) keeps it, as a broken control-plane link would.
 
-    glusterd     the management daemon (STORAGE_PORT), its state in WORK; it starts the brick
-                 process (glusterfsd, a port of STORAGE_BRICK_PORTS) of the one-brick volume
+    glusterd     the management daemon (STORAGE_PORT), its state in WORK
+    glusterfsd   the volume's one brick (STORAGE_BRICK_PORT), started by glusterd, its pid
+                 recorded in run/ as the harness's own processes' are
     glusterfs    one FUSE client per node (`glusterfs` and `glusterfs@<node>` in run/)
 
 Debian's glusterfs-server and glusterfs-client (the node's build installs them: build.sh debs).
@@ -20,7 +21,6 @@ Debian's glusterfs-server and glusterfs-client (the node's build installs them: 
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from .config import (
@@ -30,16 +30,18 @@ from .config import (
     NODE_NET_GW,
     SHARED,
     STATE,
-    STORAGE_BRICK_PORTS,
+    STORAGE_BRICK_PORT,
     STORAGE_PORT,
     Node,
     logs,
+    run,
 )
 from .proc import NodeError, pid_of, say, sh, start, stop, wait_for
 
 VOLUME = "tf-cluster-shared"
 WORK = STATE / "gluster"  # glusterd's working directory and the brick (`down` removes it, as the node's state)
 CLI_SOCKET = Path("/run/glusterd.socket")  # glusterd's default; its CLI finds it there
+BRICK_PIDS = Path("/run/gluster/vols", VOLUME)  # where glusterd records its bricks' pids
 
 
 def server_address() -> str:
@@ -55,9 +57,9 @@ def brick(address: str) -> str:
 
 
 def glusterd_vol(address: str) -> str:
-    """glusterd's configuration: its port and its bricks' below Linux's ephemeral range (node/ports.py),
-    listening on the nodes' network only."""
-    low, high = STORAGE_BRICK_PORTS[0], STORAGE_BRICK_PORTS[-1]
+    """glusterd's configuration: its port and its brick's (the only one glusterd may give it)
+    below Linux's ephemeral range (node/ports.py), listening on the nodes' network only."""
+    low = high = STORAGE_BRICK_PORT
     return f"""volume management
     type mgmt/glusterd
     option working-directory {WORK / "state"}
@@ -105,6 +107,8 @@ def up_server() -> None:
         gluster("volume", "start", VOLUME)
         say(f"GlusterFS volume {VOLUME} created (brick {brick(address)})")
     wait_for(f"the brick of {VOLUME} online", brick_online, 60, "glusterd")
+    newest = max(BRICK_PIDS.glob("*.pid"), key=lambda f: f.stat().st_mtime)  # glusterd's record of it
+    (run / "glusterfsd.pid").write_text(newest.read_text().strip())
 
 
 def client_on_top(mountinfo: str) -> bool:
@@ -162,14 +166,6 @@ def down() -> None:
     for _ in mounts_at_shared(Path("/proc/self/mountinfo").read_text()):
         sh("umount", "-l", SHARED, check=False)
     stop("glusterd")
-    for pidfile in Path("/run/gluster/vols", VOLUME).glob("*.pid"):  # the brick (glusterd's child)
-        try:
-            pid = int(pidfile.read_text())
-            sh("kill", pid, check=False)
-            for _ in range(50):
-                if not Path(f"/proc/{pid}").exists():
-                    break
-                time.sleep(0.1)
-        except ValueError:
-            pass
+    stop("glusterfsd")  # the brick: glusterd leaves it running
+    for pidfile in BRICK_PIDS.glob("*.pid"):
         pidfile.unlink(missing_ok=True)
