@@ -9,7 +9,6 @@ import shutil
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from . import __doc__ as DOC
 from . import deferred, storage
@@ -38,7 +37,7 @@ from .policy import clean_up as clean_up_policy_engine
 from .policy import up_policy_engine
 from .ports import guard as guard_ports
 from .ports import release as release_ports
-from .proc import NodeError, ctr, kubectl, node_ip, pid_of, say, sh, stop, wait_for
+from .proc import NodeError, ctr, kubectl, mount_table, node_ip, pid_of, say, sh, stop, wait_for
 from .runtime import ctr_images, trainer_images
 from .standin import ensure_index, ensure_jupyter_standin, ensure_standin, jupyter_image, serve_index, standin_image
 
@@ -201,11 +200,7 @@ def down(args) -> int:
         stop(name)
     release_ports()
     # mounts left by the kubelet and containerd, deepest first
-    mounts = [
-        line.split()[1]
-        for line in Path("/proc/mounts").read_text().splitlines()
-        if line.split()[1].startswith(str(STATE))
-    ]
+    mounts = [point for point, _ in mount_table() if point.startswith(str(STATE))]
     for m in sorted(mounts, key=len, reverse=True):
         sh("umount", "-l", m, check=False)
     for ns in sh("ip", "netns", "list", check=False).stdout.split("\n"):

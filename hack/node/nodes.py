@@ -33,7 +33,7 @@ from pathlib import Path
 from . import storage
 from .config import API_PORT, EXTRA_NODES, HOST_NODE, MOUNT_NS, NODE_BRIDGE, NODE_NET_GW, POLICY_ENGINE, Node, logs, run
 from .kubelet import load_images, start_containerd, up_node
-from .proc import NodeError, ctr, pid_of, say, sh, stop
+from .proc import NodeError, ctr, mount_table, pid_of, say, sh, stop
 from .runtime import Archives
 
 COMPONENTS = ("containerd", "kubelet", "kube-proxy", "cilium-agent", "glusterfs")
@@ -97,12 +97,8 @@ def ensure_cgroups(node: Node) -> None:
 
 
 def mount_points() -> dict[str, str]:
-    """This host's mount points and their filesystem types (/proc/self/mountinfo)."""
-    points = {}
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        before, _, after = line.partition(" - ")
-        points[before.split()[4]] = after.split()[0]
-    return points
+    """This host's mount points and the filesystem type on top at each."""
+    return dict(mount_table())
 
 
 def ensure_mount_ns(node: Node) -> None:
@@ -257,11 +253,7 @@ def down_extra_nodes(purge: bool) -> None:  # noqa: C901
         release_mount_ns(node)
         if node.state.exists() and POLICY_ENGINE == "cilium":
             sh("umount", "-l", bpf_root(node), check=False)
-        mounts = [
-            line.split()[1]
-            for line in Path("/proc/mounts").read_text().splitlines()
-            if line.split()[1].startswith(str(node.state))
-        ]
+        mounts = [point for point, _ in mount_table() if point.startswith(str(node.state))]
         for m in sorted(mounts, key=len, reverse=True):
             sh("umount", "-l", m, check=False)
         # the veth first: a namespace is torn down by the kernel later, and with it, its end of the

@@ -28,7 +28,7 @@ from .config import (
     Node,
 )
 from .pki import kubeconfig
-from .proc import NodeError, kubectl, node_ip, pid_of, say, sh, start, stop, wait_for
+from .proc import NodeError, kubectl, mount_table, node_ip, pid_of, say, sh, start, stop, wait_for
 
 RUN = Path("/var/run/cilium")  # the agent's state; cilium-cni finds the agent's API socket here
 SOCK = RUN / "cilium.sock"
@@ -96,7 +96,7 @@ def bpf_root(node: Node) -> Path:
         return BPFFS
     root = node.state / "bpf"
     root.mkdir(parents=True, exist_ok=True)
-    if not any(line.split()[1] == str(root) for line in Path("/proc/mounts").read_text().splitlines()):
+    if not any(point == str(root) for point, _ in mount_table()):
         sh("mount", "-t", "bpf", "bpffs", root)
     return root
 

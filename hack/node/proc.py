@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -101,6 +102,21 @@ def start(name: str, argv: list, env: dict | None = None, netns: str | None = No
             break
         time.sleep(0.02)
     say(f"{name} started (pid {p.pid}, log {logs / (name + '.log')})")
+
+
+def mount_table(mountinfo: str | None = None) -> list[tuple[str, str]]:
+    """(mount point, filesystem type) of each line of a /proc/<pid>/mountinfo text (this process's
+    when None), in the kernel's order: a mount over another comes after it. Octal escapes in a
+    point (\\040 for a space) are decoded."""
+    text = Path("/proc/self/mountinfo").read_text() if mountinfo is None else mountinfo
+    table = []
+    for line in text.splitlines():
+        before, _, after = line.partition(" - ")
+        fields = before.split()
+        if len(fields) > 4 and after:
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            table.append((point, after.split()[0]))
+    return table
 
 
 def in_namespaces(netns: str | None, mntns: Path | None) -> list[str]:

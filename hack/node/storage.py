@@ -36,7 +36,7 @@ from .config import (
     logs,
     run,
 )
-from .proc import NodeError, pid_of, say, sh, start, stop, wait_for
+from .proc import NodeError, mount_table, pid_of, say, sh, start, stop, wait_for
 
 VOLUME = "tf-cluster-shared"
 WORK = STATE / "gluster"  # glusterd's working directory and the brick (`down` removes it, as the node's state)
@@ -121,14 +121,10 @@ def mounted(pid: int) -> bool:
     return client_on_top(Path(f"/proc/{pid}/mountinfo").read_text())
 
 
-def mounts_at_shared(mountinfo: str) -> list[str]:
-    """The filesystem types mounted at SHARED in a /proc/<pid>/mountinfo, lowest first."""
-    found = []
-    for line in mountinfo.splitlines():
-        before, _, after = line.partition(" - ")
-        if len(before.split()) > 4 and before.split()[4] == str(SHARED) and after:
-            found.append(after.split()[0])
-    return found
+def mounts_at_shared(mountinfo: str | None = None) -> list[str]:
+    """The filesystem types mounted at SHARED in a /proc/<pid>/mountinfo (this process's when None),
+    lowest first."""
+    return [fstype for point, fstype in mount_table(mountinfo) if point == str(SHARED)]
 
 
 def mount(node: Node = HOST_NODE) -> None:
@@ -163,7 +159,7 @@ def down() -> None:
     """This host's client and its mount, then glusterd and the brick it started (the volume's
     directory goes with the node's state: cli.py `down`)."""
     stop("glusterfs")
-    for _ in mounts_at_shared(Path("/proc/self/mountinfo").read_text()):
+    for _ in mounts_at_shared():
         sh("umount", "-l", SHARED, check=False)
     stop("glusterd")
     stop("glusterfsd")  # the brick: glusterd leaves it running

@@ -31,3 +31,22 @@ def test_a_running_process_has_not_exited_and_a_zombie_has():
         child.kill()
         child.wait()
     assert proc.exited(child.pid)  # reaped: no such process
+
+
+def test_the_mount_table_lists_each_point_and_type_in_the_kernels_order_with_escapes_decoded():
+    text = "\n".join(
+        [
+            "27 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw",
+            "40 27 0:40 / /var/lib/x rw,relatime - tmpfs tmpfs rw",
+            "41 40 0:41 / /var/lib/x rw,relatime - fuse.glusterfs 10.245.0.1:vol rw",  # over the tmpfs
+            r"42 27 0:42 / /mnt/a\040b rw - nfs4 srv:/e rw",  # a space in the point, as the kernel writes it
+            "garbage",
+        ]
+    )
+    assert proc.mount_table(text) == [
+        ("/", "ext4"),
+        ("/var/lib/x", "tmpfs"),
+        ("/var/lib/x", "fuse.glusterfs"),
+        ("/mnt/a b", "nfs4"),
+    ]
+    assert ("/proc", "proc") in proc.mount_table()  # this process's own table when given none
