@@ -7,8 +7,10 @@ single-node scenario tolerates, so they run beside the single-node modules. Lane
 with single-node modules (BESIDE's tail) so that both lanes end at about the same time: measured
 in a warm `make check` before this split, lane 1 took 1,670 s and lane 2 1,033 s. What cannot
 share the cluster runs afterwards, alone: node faults on the first node (kube-apiserver and
-kubelet stopped), gang sizing from the cluster's free CPU, the simulated cluster's CPU-heavy
-start, and the check of every node's listeners (lane 2 restarts nodes).
+kubelet stopped), gang sizing from the cluster's free CPU, and the check of every node's
+listeners (lane 2 restarts nodes); beside them, the simulated cluster's CPU-heavy start, on a
+control plane of its own, and in `make check` (TF_CLUSTER_E2E_LATER) the `make test` modules
+LATER names, which it leaves out of its `make test`.
 
     python tests/e2e/lanes.py [--lanes 2|1] [pytest args...]     (TF_CLUSTER_E2E_KUBECONFIG set)
 
@@ -19,6 +21,7 @@ start, and the check of every node's listeners (lane 2 restarts nodes).
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 import threading
@@ -48,9 +51,22 @@ ALONE = [
     "test_faults.py::test_training_goes_on_while_kube_apiserver_is_down_for_60s",  # everyone's API gone
     "test_faults.py::test_pods_keep_running_through_a_kubelet_restart",  # the first node's kubelet stopped
     "test_gang.py",  # sizes its gangs from the cluster's free CPU
-    "test_scale.py",  # a simulated cluster's start: CPU-heavy
     "test_harness_ports.py",  # every node's listeners: lane 2 restarts nodes
 ]
+# Beside the alone ones: a simulated cluster's start (CPU-heavy: not beside the lanes, which leave
+# ~10 % of the cores idle) on a control plane of its own (node/sim.py: its own etcd, kube-apiserver,
+# controller manager, scheduler and kwok on ports chosen free, none of the node's), so the node's
+# faults cannot touch it; the alone scenarios leave ~65 % idle. In the cold run of d965178 it ran
+# after them (83 s of the alone phase's 406).
+BESIDE_ALONE = ["test_scale.py"]
+# Modules of `make test` that `make check` runs here instead, after BESIDE_ALONE (tooling/check.sh
+# leaves them out of its `make test` and sets TF_CLUSTER_E2E_LATER): real TensorFlow on this host,
+# no cluster. While `make test` runs, the node's Go builds keep both cores busy (0-1 % idle in the
+# cold run of d965178), so what moves out of it shortens the builds' critical path; here it uses a
+# core the alone scenarios leave idle. Chosen so that the lane ends with the alone ones: in that
+# run 120 + 92 s, test_scale.py 83 s, the alone ones ~320 s.
+LATER = ["tests/local/test_run_local.py", "tests/local/test_tune.py"]
+LATER_ENV = "TF_CLUSTER_E2E_LATER"
 NO_TESTS = 5  # pytest's exit code when nothing was selected
 JUNIT_DIR: Path | None = None  # --junit-dir: each lane's results as <lane>.xml there (tests/soak.py)
 
@@ -65,23 +81,54 @@ def modules(names: list[str]) -> list[str]:
 
 def the_rest() -> list[str]:
     """Every other module, with the scenarios BESIDE and ALONE name one by one deselected from theirs."""
-    whole = {n for n in BESIDE + ALONE if "::" not in n}
+    whole = {n for n in BESIDE + ALONE + BESIDE_ALONE if "::" not in n}
     rest = [str(p) for p in sorted(SUITE.glob("test_*.py")) if p.name not in whole]
     ids = [str((SUITE / n).relative_to(ROOT)) for n in BESIDE + ALONE if "::" in n]  # rootdir-relative
     return rest + [f"--deselect={i}" for i in ids]
 
 
 def lanes() -> dict[str, list[str]]:
-    """Each lane's pytest arguments: lane 2 beside the single-node lane, then the alone one."""
-    return {"single-node": the_rest(), "multi-node": modules(BESIDE), "alone": modules(ALONE)}
+    """Each lane's pytest arguments: lane 2 beside the single-node lane, then the alone one and the
+    one beside it."""
+    return {
+        "single-node": the_rest(),
+        "multi-node": modules(BESIDE),
+        "alone": modules(ALONE),
+        "beside-alone": modules(BESIDE_ALONE),
+    }
 
 
-def pytest(lane: str, paths: list[str], extra: list[str], log: Path | None = None) -> subprocess.Popen:
+def later() -> list[str]:
+    """LATER's paths when this run takes them over from `make test` (TF_CLUSTER_E2E_LATER), else []."""
+    if not os.environ.get(LATER_ENV):
+        return []
+    missing = [m for m in LATER if not (ROOT / m).is_file()]
+    if missing:
+        raise SystemExit(f"lanes.py's LATER names modules that are not there: {missing}")
+    return [str(ROOT / m) for m in LATER]
+
+
+def pytest(
+    lane: str, paths: list[str], extra: list[str], log: Path | None = None, append: bool = False
+) -> subprocess.Popen:
     argv = [sys.executable, "-m", "pytest", *paths, "-rs", "-s", "--durations=0", "-p", "no:cacheprovider", *extra]
     if JUNIT_DIR:
         argv.append(f"--junitxml={JUNIT_DIR / f'{lane}.xml'}")
-    out = log.open("w") if log else None
+    out = log.open("a" if append else "w") if log else None
     return subprocess.Popen(argv, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT if out else None)
+
+
+def one_after_another(steps: dict[str, list[str]], extra: list[str], log: Path) -> tuple[threading.Thread, dict]:
+    """A thread running each lane's pytest after the previous one (all into `log`); rcs by lane."""
+    rcs: dict[str, int] = {}
+
+    def go() -> None:
+        for i, (lane, paths) in enumerate(steps.items()):
+            rcs[lane] = pytest(lane, paths, extra, log, append=i > 0).wait()
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    return thread, rcs
 
 
 def ok(rc: int) -> bool:
@@ -94,13 +141,22 @@ def main() -> int:
     )
     ap.add_argument("--lanes", type=int, choices=(1, 2), default=2)
     ap.add_argument("--junit-dir", type=Path, help="write each lane's JUnit XML there")
+    ap.add_argument(
+        "--later-ignores",
+        action="store_true",
+        help="print the pytest arguments that leave LATER out of `make test` (tooling/check.sh), and exit",
+    )
     args, extra = ap.parse_known_args()
+    if args.later_ignores:
+        print(" ".join(f"--ignore={m}" for m in LATER))
+        return 0
     global JUNIT_DIR
     JUNIT_DIR = args.junit_dir
     if args.lanes == 1:
-        return 0 if ok(rc := pytest("all", [str(SUITE)], extra).wait()) else rc
+        return 0 if ok(rc := pytest("all", [str(SUITE), *later()], extra).wait()) else rc
     t0 = time.monotonic()
     log = ROOT / "build" / "e2e-multi-node.log"
+    beside_log = ROOT / "build" / "e2e-beside-alone.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     print(f"[e2e] lane 2: {', '.join(BESIDE)} beside the single-node modules (its log: {log}, shown when it ends)")
     paths = lanes()
@@ -118,11 +174,23 @@ def main() -> int:
     side_rc = side.wait()
     print(f"\n[e2e] ===== lane 2 ({', '.join(BESIDE)}): exit {side_rc}, its output:", flush=True)
     sys.stdout.write(log.read_text(errors="replace"))
-    print(f"[e2e] both lanes done in {time.monotonic() - t0:.0f}s; now alone: {', '.join(ALONE)}", flush=True)
+    steps = {"beside-alone": paths["beside-alone"], **({"later": later()} if later() else {})}
+    beside_names = BESIDE_ALONE + (LATER if later() else [])
+    print(
+        f"[e2e] both lanes done in {time.monotonic() - t0:.0f}s; now alone: {', '.join(ALONE)}; beside them: "
+        f"{', '.join(beside_names)} (its log: {beside_log}, shown when it ends)",
+        flush=True,
+    )
+    beside, beside_rcs = one_after_another(steps, extra, beside_log)
     alone_rc = pytest("alone", paths["alone"], extra).wait()
-    failed = [
-        name for name, rc in (("single-node", main_rc), ("multi-node", side_rc), ("alone", alone_rc)) if not ok(rc)
-    ]
+    beside.join()
+    print(
+        f"\n[e2e] ===== beside the alone ones ({', '.join(beside_names)}): exit {beside_rcs}, its output:", flush=True
+    )
+    sys.stdout.write(beside_log.read_text(errors="replace"))
+    rcs = {"single-node": main_rc, "multi-node": side_rc, "alone": alone_rc, **beside_rcs}
+    failed = [name for name, rc in rcs.items() if not ok(rc)]
+    failed += [lane for lane in steps if lane not in beside_rcs]  # a step that never ran (its thread died)
     if failed:
         print(f"[e2e] FAILED in: {', '.join(failed)}")
         return 1

@@ -30,3 +30,24 @@ def test_the_lanes_run_every_e2e_scenario_exactly_once():
     singles = [n.split("::")[1] for n in lanes.ALONE if "::" in n]
     assert all(any(s in t for t in by_lane["alone"]) for s in singles)
     assert not any(s in t for s in singles for t in by_lane["single-node"])
+
+
+def test_make_check_moves_later_modules_from_make_test_to_beside_the_alone_scenarios(monkeypatch):
+    """The modules LATER names leave `make test` in `make check` and run in `make e2e` instead:
+    both sides read the one list, so none is lost or run twice."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "tests/e2e/lanes.py"), "--later-ignores"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out == [f"--ignore={m}" for m in lanes.LATER]
+    for m in lanes.LATER:  # modules of `make test` (tests/, not the cluster suite), each collected there
+        assert (ROOT / m).is_file() and not m.startswith("tests/e2e/cluster/")
+        assert collected([m]), m
+    monkeypatch.delenv(lanes.LATER_ENV, raising=False)
+    assert lanes.later() == []  # `make e2e` alone: they stay in `make test`
+    monkeypatch.setenv(lanes.LATER_ENV, "1")
+    assert lanes.later() == [str(ROOT / m) for m in lanes.LATER]
+    check = (ROOT / "tooling" / "check.sh").read_text()
+    assert "lanes.py --later-ignores" in check and f"{lanes.LATER_ENV}=1" in check
