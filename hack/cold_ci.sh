@@ -23,7 +23,7 @@ if command -v ctr >/dev/null; then
   ctr -n k8s.io images ls -q 2>/dev/null | xargs -r ctr -n k8s.io images rm >/dev/null 2>&1 || true
 fi
 pkgs=(etcd-server prometheus podman buildah debootstrap runc containernetworking-plugins uidmap fuse-overlayfs containerd conntrack
-      redis-server chromium chromium-driver fonts-dejavu-core clang-19 llvm-19)
+      redis-server chromium chromium-driver fonts-dejavu-core clang-19 llvm-19 glusterfs-server glusterfs-client)
 installed=(); for p in "${pkgs[@]}"; do dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "ok installed" && installed+=("$p"); done
 if [ ${#installed[@]} -gt 0 ]; then
   say "purging Debian packages make check installs: ${installed[*]}"
