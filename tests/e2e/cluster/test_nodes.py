@@ -699,17 +699,19 @@ def test_both_fencers_node_lost_without_any_spread_a_task_on_another_node_fences
     model_exported(api, ns, release)
 
 
-WRITERS_LOG = ("env[2].name=WRITERS_LOG", "env[2].value=writers.log")  # common.WritersLog, on the claim
+WRITERS_LOG = ("env[2].name=WRITERS_LOG", "env[2].value=writers")  # common.WritersLog, on the claim
 
 
 def writers(api, ns: str, release: str) -> dict[str, list[tuple[float, float, str]]]:
     """task -> [(first, last write, pod)] of each incarnation that trained, in time order, from the
-    lines every task appended to the shared claim while it trained (WRITERS_LOG)."""
+    lines every task appended to the shared claim while it trained (WRITERS_LOG: a file per pod)."""
     import json
 
-    path = pv_path_of(api, ns, f"{release}-tf-cluster-checkpoints") / "checkpoints" / "writers.log"
+    folder = pv_path_of(api, ns, f"{release}-tf-cluster-checkpoints") / "checkpoints" / "writers"
+    files = sorted(folder.glob("*.jsonl"))
+    assert files, f"no task wrote to {folder}"
     spans: dict[str, dict[str, list[float]]] = {}
-    for line in path.read_text().splitlines():
+    for line in (ln for f in files for ln in f.read_text().splitlines()):
         w = json.loads(line)
         span = spans.setdefault(w["task"], {}).setdefault(w["pod"], [w["t"], w["t"]])
         span[0], span[1] = min(span[0], w["t"]), max(span[1], w["t"])

@@ -112,15 +112,21 @@ def compile_model(keras, model, **kw):
 
 
 class WritersLog:
-    """WRITERS_LOG=<file> (a name: in CHECKPOINT_DIR, where the e2e tests' lost-node scenarios
+    """WRITERS_LOG=<folder> (a name: in CHECKPOINT_DIR, where the e2e tests' lost-node scenarios
     read it): each task appends, at most once a second while it trains, a line naming its task, its
     pod (TF_CLUSTER_POD_NAME) and its step, so that a test can tell from the storage itself
-    whether two incarnations of one task ever trained at the same time."""
+    whether two incarnations of one task ever trained at the same time. A file per pod in that
+    folder: appends of several clients to one file of a network filesystem are not atomic (on
+    GlusterFS two tasks' lines written in the same millisecond from two nodes came out spliced)."""
 
     def __init__(self):
         self.path, self.last = os.environ.get("WRITERS_LOG"), 0.0
+        self.pod = os.environ.get("TF_CLUSTER_POD_NAME")
         if self.path and not os.path.isabs(self.path):  # a name: in CHECKPOINT_DIR
             self.path = os.path.join(dirs()["checkpoints"], self.path)
+        if self.path:
+            os.makedirs(self.path, exist_ok=True)
+            self.path = os.path.join(self.path, f"{self.pod or os.getpid()}.jsonl")
 
     def step(self, step):
         now = time.time()
@@ -128,10 +134,8 @@ class WritersLog:
             return
         self.last = now
         task_type, index, _ = task()
-        line = json.dumps(
-            {"t": now, "task": f"{task_type}:{index}", "pod": os.environ.get("TF_CLUSTER_POD_NAME"), "step": step}
-        )
-        with open(self.path, "a") as f:  # one write of a short line: whole, under O_APPEND
+        line = json.dumps({"t": now, "task": f"{task_type}:{index}", "pod": self.pod, "step": step})
+        with open(self.path, "a") as f:  # this pod's own file: one writer
             f.write(line + "\n")
 
 
