@@ -21,6 +21,7 @@ Debian's glusterfs-server and glusterfs-client (the node's build installs them: 
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from .config import (
@@ -36,6 +37,7 @@ from .config import (
     logs,
     run,
 )
+from .ports import holder
 from .proc import NodeError, mount_table, pid_of, say, sh, start, stop, wait_for
 
 VOLUME = "tf-cluster-shared"
@@ -83,10 +85,32 @@ def brick_online() -> bool:
     return any(line.split(":", 1)[-1].strip() == "Y" for line in out.splitlines() if line.startswith("Online"))
 
 
+def port_free_for_a_brick(port: int) -> bool:
+    """glusterd's own test before it starts a brick on `port` (pmap_port_isfree): a bind on any
+    address without SO_REUSEADDR, which a socket of the last brick still closing (FIN-WAIT,
+    TIME-WAIT: up to ~60 s after a `down`) fails; glusterd then says only "All the ports in the
+    range are exhausted" and the volume does not start."""
+    with socket.socket() as s:
+        try:
+            s.bind(("", port))
+            return True
+        except OSError:
+            return False
+
+
 def up_server() -> None:
     """glusterd and the volume (made by this `up`, or found running from an earlier one)."""
     if not Path("/usr/sbin/glusterd").exists():
         raise NodeError("glusterd is missing: `bash hack/node/build.sh debs` installs glusterfs-server")
+    if not pid_of("glusterfsd"):  # no brick of ours runs: its port must be free, as glusterd tests it
+        try:
+            wait_for(
+                f"port {STORAGE_BRICK_PORT} free for the brick (the last brick's connections close within ~60 s)",
+                lambda: port_free_for_a_brick(STORAGE_BRICK_PORT),
+                120,
+            )
+        except NodeError as e:
+            raise NodeError(f"{e}: it is held by {holder(STORAGE_BRICK_PORT)}; stop that and run `up` again") from e
     address = server_address()
     (WORK / "state").mkdir(parents=True, exist_ok=True)
     vol = WORK / "glusterd.vol"

@@ -54,3 +54,14 @@ def test_a_node_has_the_volume_when_the_top_mount_at_the_shared_path_is_a_client
 def test_each_other_node_has_a_mount_namespace_file_under_the_harness_run_directory():
     for node in config.EXTRA_NODES:
         assert node.mntns.parent == config.MOUNT_NS and node.mntns.name == node.name
+
+
+def test_the_bricks_port_counts_as_taken_while_any_socket_holds_it_as_glusterd_tests_it():
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))  # a port of the kernel's choice, held on one address only
+        port = held.getsockname()[1]
+        held.listen()
+        assert not storage.port_free_for_a_brick(port)  # glusterd binds on any address: taken
+    assert storage.port_free_for_a_brick(port)
