@@ -46,6 +46,40 @@ def api():
     return kube.client_for(KUBECONFIG)
 
 
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    """Each phase's report on the test item (`item.rep_call`): the `ns` fixture reads it."""
+    report = yield
+    setattr(item, f"rep_{report.when}", report)
+    return report
+
+
+def pods_story(core, namespace: str) -> str:
+    """Every pod of a namespace, oldest first: node, phase, deletion, how its containers ended, its
+    conditions; then the Warning events in time order. Printed when a test fails, so CI's log tells
+    which incarnation of a task did what."""
+    lines = []
+    for p in sorted(core.list_namespaced_pod(namespace).items, key=lambda p: p.metadata.creation_timestamp):
+        ended = [
+            f"{cs.name} exit {cs.state.terminated.exit_code} ({cs.state.terminated.reason})"
+            for cs in p.status.container_statuses or []
+            if cs.state and cs.state.terminated
+        ]
+        conditions = [f"{c.type}={c.status}" + (f"({c.reason})" if c.reason else "") for c in p.status.conditions or []]
+        deleted = f" deleted {p.metadata.deletion_timestamp:%H:%M:%S}" if p.metadata.deletion_timestamp else ""
+        lines.append(
+            f"  {p.metadata.name} created {p.metadata.creation_timestamp:%H:%M:%S} on {p.spec.node_name or '-'}: "
+            f"{p.status.phase}{f' {p.status.reason}' if p.status.reason else ''}{deleted}; "
+            f"{', '.join(ended) or 'no container ended'}; {' '.join(conditions)}"
+        )
+    events = sorted(
+        (e for e in core.list_namespaced_event(namespace).items if e.type == "Warning"),
+        key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp,
+    )
+    lines += [f"  {e.involved_object.kind}/{e.involved_object.name}: {e.reason}: {e.message}" for e in events[-30:]]
+    return "\n".join(lines)
+
+
 @pytest.fixture
 def ns(kube_cluster, request):
     """A fresh namespace per test (created through pytest-helm-charts). Afterwards its pods are
@@ -59,6 +93,11 @@ def ns(kube_cluster, request):
     ensure_namespace_exists(kube_cluster.kube_client, name)
     yield name
     core = client.CoreV1Api(kube.client_for(KUBECONFIG))
+    if getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed:
+        try:
+            print(f"\n[e2e] namespace {name} when the test failed:\n{pods_story(core, name)}", flush=True)
+        except Exception as e:  # noqa: BLE001 - the story is a help; the failure is already reported
+            print(f"\n[e2e] namespace {name}: could not read its pods ({e})", flush=True)
     core.delete_collection_namespaced_pod(name, grace_period_seconds=0)
     core.delete_namespace(name)
 

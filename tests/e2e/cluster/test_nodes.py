@@ -51,7 +51,8 @@ from test_cluster import (
 )
 from test_faults import model_exported, node_fault, on_the_harness_node
 
-from tf_cluster import progress
+from tf_cluster import kube, progress
+from tf_cluster.cluster_state import termination
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "hack"))  # the node harness, hack/node
 from node import config as node_config  # noqa: E402
@@ -100,9 +101,14 @@ def spread(tmp_path: Path, release: str, **extra) -> Path:
     return path
 
 
-def placement(api, ns: str) -> dict[str, str]:
-    """pod name -> node, for the release's training pods."""
-    return {p.metadata.name: p.spec.node_name for p in pods_of(api, ns, "-tf-cluster-") if p.spec.node_name}
+def placement(api, ns: str, running: bool = False) -> dict[str, str]:
+    """pod name -> node, for the release's training pods (with `running`, only the pods that run
+    now: not an earlier incarnation of a task, ended on its node)."""
+    return {
+        p.metadata.name: p.spec.node_name
+        for p in pods_of(api, ns, "-tf-cluster-")
+        if p.spec.node_name and (not running or (p.status.phase == "Running" and not p.metadata.deletion_timestamp))
+    }
 
 
 def kubectl(*args: str, timeout: float = 300) -> str:
@@ -130,24 +136,32 @@ def wait_until(check, what: str, timeout: float, every: float = 1.0):
     raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
 
 
-def task_on(api, ns: str, node: str, epoch: int, role: str = "worker") -> str:
-    """The `role` pod on `node`, once it has reported `epoch` (training is under way)."""
-    pod = wait_until(
-        lambda: next((p for p, n in placement(api, ns).items() if n == node and f"-{role}-" in p), None),
-        f"a {role} placed on {node}",
-        300,
+def task_on(api, ns: str, release: str, node: str, epoch: int, role: str = "worker", timeout: float = 600) -> str:
+    """The running `role` pod on `node` whose log has reached `epoch` (training is under way): the
+    pod that trains now, not an earlier incarnation of its index (a task that failed at its start
+    and was replaced leaves its first pod on the node, ended: a fault aimed at it hits nothing)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for p in pods_of(api, ns, f"-{role}-"):
+            if p.spec.node_name != node or p.status.phase != "Running" or p.metadata.deletion_timestamp:
+                continue
+            try:
+                text = log(api, ns, p.metadata.name)
+            except Exception:  # noqa: BLE001 - container still starting
+                continue
+            if progress.TaskProgress.of_log(text).progress.get("epoch", 0) >= epoch:
+                earlier = [
+                    f"{q.metadata.name} {q.status.phase} ({termination(q)})"
+                    for q in pods_of(api, ns, f"-{role}-")
+                    if q.metadata.labels[INDEX] == p.metadata.labels[INDEX] and q.metadata.name != p.metadata.name
+                ]
+                if earlier:
+                    say(f"{role} {p.metadata.labels[INDEX]} before {p.metadata.name}: {'; '.join(earlier)}")
+                return p.metadata.name
+        time.sleep(2)
+    pytest.fail(
+        f"no running {role} on {node} reached epoch {epoch} within {timeout}s:\n" + kube.diagnostics(api, ns, release)
     )
-    index = next(p.metadata.labels[INDEX] for p in pods_of(api, ns, f"-{role}-") if p.metadata.name == pod)
-    release = pod.split("-tf-cluster-")[0]
-    wait_for_log(
-        api,
-        ns,
-        release,
-        f"-{role}-",
-        index,
-        lambda t: progress.TaskProgress.of_log(t).progress.get("epoch", 0) >= epoch,
-    )
-    return pod
 
 
 def mwms_over_three_nodes(
@@ -165,7 +179,7 @@ def mwms_over_three_nodes(
             spread(tmp_path, release),
             sets=("roles.worker.replicas=3", *epochs(n_epochs, 300), *sets),
         )
-        return task_on(api, ns, node, epoch=2)
+        return task_on(api, ns, release, node, epoch=2)
     on_it = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
     roles = {
         # preferred, not required: its replacement must be placed elsewhere once `node` is lost
@@ -193,7 +207,7 @@ def mwms_over_three_nodes(
     install(
         ns, release, EX / "mwms-cpu.yaml", spread(tmp_path, release, roles=roles), sets=(*epochs(n_epochs, 300), *sets)
     )
-    return task_on(api, ns, node, epoch=2, role="chief")
+    return task_on(api, ns, release, node, epoch=2, role="chief")
 
 
 def give_back(api, node) -> None:
@@ -741,15 +755,19 @@ def test_a_node_cut_off_from_the_control_plane_stops_its_task_before_the_fence_r
     )
     cid = cid.split("://")[-1]
 
-    def chief_running() -> bool:
-        tasks = nodes.ctr("tasks", "list", check=False, sock=LOST.sock).stdout
-        return any(line.startswith(cid) and "RUNNING" in line for line in tasks.splitlines())
+    def chief_running() -> bool | None:
+        """Is the chief's container running on the isolated node (None: containerd did not answer)?"""
+        listed = nodes.ctr("tasks", "list", check=False, sock=LOST.sock)
+        if listed.returncode != 0:
+            return None
+        return any(line.startswith(cid) and "RUNNING" in line for line in listed.stdout.splitlines())
 
+    assert chief_running(), f"{victim}'s tensorflow container {cid[:12]} not running on {lost_node} before the cut"
     t_fault, _, _ = node_fault("isolate", str(LOST.index))
     t_stopped = None
     deadline = time.time() + BOUND_S
     while time.time() < deadline:  # the chief's container on the isolated node, and the fence
-        if t_stopped is None and not chief_running():
+        if t_stopped is None and chief_running() is False:
             t_stopped = time.time()
             say(f"the cut-off chief's container stopped by itself {t_stopped - t_fault:.0f}s after the cut")
         if core.read_namespaced_pod(victim, ns).status.phase == "Failed":
@@ -874,7 +892,7 @@ def test_a_parameter_server_worker_node_killed_mid_run_is_fenced_and_the_coordin
     wait_for_log(
         api, ns, release, "-chief-", "0", lambda t: progress.TaskProgress.of_log(t).progress.get("epoch", 0) >= 2
     )
-    where = placement(api, ns)
+    where = placement(api, ns, running=True)
     (victim,) = [p for p, n in where.items() if n == lost_node and "-worker-" in p]
     t_fault, _, _ = node_fault("kill", str(LOST.index))
     core = client.CoreV1Api(api)
@@ -947,7 +965,7 @@ def test_a_parameter_server_chief_and_ps_node_killed_mid_run_both_are_replaced_a
     wait_for_log(
         api, ns, release, "-chief-", "0", lambda t: progress.TaskProgress.of_log(t).progress.get("epoch", 0) >= 2
     )
-    where = placement(api, ns)
+    where = placement(api, ns, running=True)
     chief = next(p for p in where if "-chief-" in p)
     ps = next(p for p in where if "-ps-" in p)
     say(f"placed: {where}")
