@@ -21,6 +21,9 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "e2e"))
+import lanes  # noqa: E402 - the one list of the modules that run LATER
+
 PAGE = ROOT / "docs" / "development" / "e2e-soak.md"
 
 
@@ -93,13 +96,20 @@ def main() -> int:
     commit = subprocess.run(["git", "log", "-1", "--format=%h %cs"], cwd=ROOT, capture_output=True, text=True).stdout
     body = table(runs)
     times = "once" if args.runs == 1 else f"{args.runs} times"
+    later = (
+        f" With `{lanes.LATER_ENV}` set (as `make check` sets it), the lanes also ran "
+        + ", ".join(f"`{m}`" for m in lanes.LATER)
+        + " beside the scenarios that need the cluster alone: their rows are here too."
+        if os.environ.get(lanes.LATER_ENV)
+        else ""
+    )
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         "# The e2e suite, soaked\n\n"
         f"Written by `make e2e-soak N={args.runs}` (`tests/soak.py`) at {commit.strip()}: the suite of "
         f'`make e2e` (`-m "{args.mark}"`) run {times} on one cluster, brought up once and kept between runs. '
         f"Whole runs took {', '.join(f'{w / 60:.1f}' for w in walls)} min. A scenario that did not pass every "
-        "run is a flake to fix before it lands.\n\n" + body + "\n"
+        f"run is a flake to fix before it lands.{later}\n\n" + body + "\n"
     )
     print(body)
     print(f"[soak] written to {args.out}")
