@@ -42,6 +42,45 @@ def dirs():
     }
 
 
+def shared_dir(path, settle=20.0):
+    """Make `path` (and its parents) and wait until this task can create entries in it. On a network
+    filesystem a directory that another task's node has just made can refuse this one for a moment:
+    GlusterFS's brick makes it as root and gives it to its owner after, and a client that looked at
+    it in between keeps that (stat cached up to a second), so TensorFlow's own makedirs in it fails
+    with Permission denied (measured: MultiWorkerMirrored tasks on three nodes creating
+    CHECKPOINT_DIR/backup at once, a counted failure at the start). Retried for `settle` seconds,
+    then the error says whose the directory is."""
+    deadline, pause = time.monotonic() + settle, 0.1
+    while True:
+        try:
+            os.makedirs(path, exist_ok=True)
+            os.rmdir(tempfile.mkdtemp(prefix=".probe-", dir=path))
+            return path
+        except PermissionError as e:
+            if time.monotonic() >= deadline:
+                there = path
+                while not os.path.isdir(there) and os.path.dirname(there) != there:
+                    there = os.path.dirname(there)  # the directory that refuses: the path or a parent
+                st = os.stat(there)
+                owner = f"{there} is owned by uid {st.st_uid} gid {st.st_gid}, mode {st.st_mode & 0o7777:o}"
+                raise PermissionError(
+                    f"cannot create entries in {path} as uid {os.getuid()} ({owner}) after {settle:.0f}s: "
+                    "give the pods' user write access to the volume (podSecurityContext.fsGroup, or the "
+                    f"volume's own permissions): {e}"
+                ) from e
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+
+
+def shared_dirs():
+    """CHECKPOINT_DIR and LOG_DIR made and settled (shared_dir) before a program writes in them,
+    since several tasks make them at once."""
+    d = dirs()
+    for key in ("checkpoints", "logs"):
+        shared_dir(d[key])
+    return d
+
+
 def task():
     """(type, index, is_chief) from TF_CONFIG; no TF_CONFIG = a single local task."""
     cfg = json.loads(os.environ.get("TF_CONFIG") or "{}")
@@ -125,7 +164,7 @@ class WritersLog:
         if self.path and not os.path.isabs(self.path):  # a name: in CHECKPOINT_DIR
             self.path = os.path.join(dirs()["checkpoints"], self.path)
         if self.path:
-            os.makedirs(self.path, exist_ok=True)
+            shared_dir(self.path)
             self.path = os.path.join(self.path, f"{self.pod or os.getpid()}.jsonl")
 
     def step(self, step):

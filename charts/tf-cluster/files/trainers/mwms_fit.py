@@ -82,6 +82,8 @@ def main():
         model = common.build_model(keras)
         common.compile_model(keras, model)
     backup_dir, at_preemption = os.path.join(d["checkpoints"], "backup"), save_before_preemption()
+    common.shared_dirs()
+    common.shared_dir(backup_dir)  # every task makes it at once: settled before TensorFlow makes its own in it
     if at_preemption and not is_chief:
         same_backup_as_the_chief(backup_dir, index)
     callbacks = [

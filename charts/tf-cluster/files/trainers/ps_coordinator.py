@@ -27,6 +27,7 @@ def main():
         model = common.build_model(keras)
         common.compile_model(keras, model, steps_per_execution=5)
     ckpt = tf.train.Checkpoint(model=model, optimizer=model.optimizer)
+    common.shared_dirs()  # an evaluator makes them too, at the same time
     manager = tf.train.CheckpointManager(ckpt, d["checkpoints"], max_to_keep=3)
     done = 0
     if manager.latest_checkpoint:

@@ -17,7 +17,7 @@ def main():
     common.compile_model(keras, model)
     x, y = common.make_data(n=1024, seed=11)
     data = tf.data.Dataset.from_tensor_slices((x, y)).batch(256)
-    os.makedirs(d["checkpoints"], exist_ok=True)
+    common.shared_dirs()  # the chief makes them too, at the same time
     evaluator = keras.utils.SidecarEvaluator(
         model=model,
         data=data,
