@@ -576,14 +576,37 @@ def mwms(role, index, chief=False):
 
 
 def test_under_multiworkermirrored_every_task_but_the_leader_watches_the_leaders_name():
-    assert launcher_incarnation.leader_to_watch(mwms("worker", 1), "multiWorkerMirrored", "worker", 1) == "r-worker-0.r"
-    assert launcher_incarnation.leader_to_watch(mwms("worker", 0), "multiWorkerMirrored", "worker", 0) is None
+    watch = launcher_incarnation.hosts_to_watch
+    assert watch(mwms("worker", 1), "multiWorkerMirrored", "worker", 1) == ["r-worker-0.r"]
+    assert watch(mwms("worker", 0), "multiWorkerMirrored", "worker", 0) == []
     with_chief = mwms("worker", 0, chief=True)
-    assert launcher_incarnation.leader_to_watch(with_chief, "multiWorkerMirrored", "worker", 0) == "r-chief-0.r"
-    assert launcher_incarnation.leader_to_watch(with_chief, "multiWorkerMirrored", "chief", 0) is None
-    assert launcher_incarnation.leader_to_watch(with_chief, "multiWorkerMirrored", "evaluator", 0) is None
-    assert launcher_incarnation.leader_to_watch(mwms("worker", 1), "parameterServer", "worker", 1) is None
-    assert launcher_incarnation.leader_to_watch("", "multiWorkerMirrored", "worker", 0) is None
+    assert watch(with_chief, "multiWorkerMirrored", "worker", 0) == ["r-chief-0.r"]
+    assert watch(with_chief, "multiWorkerMirrored", "chief", 0) == []
+    assert watch(with_chief, "multiWorkerMirrored", "evaluator", 0) == []
+    assert watch("", "multiWorkerMirrored", "worker", 0) == []
+
+
+def ps_cluster(role, index):
+    cluster = {
+        "chief": ["r-chief-0.r:2222"],
+        "worker": ["r-worker-0.r:2222", "r-worker-1.r:2222"],
+        "ps": ["r-ps-0.r:2222", "r-ps-1.r:2222"],
+        "evaluator": ["r-evaluator-0.r:2222"],
+    }
+    return json.dumps({"cluster": cluster, "task": {"type": role, "index": index}})
+
+
+def test_under_parameterserver_a_worker_watches_every_ps_name_and_no_other_task_does():
+    """Issue 43, a ps's node lost: the worker's channel to the old ps stayed ESTABLISHED on the
+    vanished machine and the restarted coordinator made no step for 5+ minutes (the harness's
+    chief + ps node killed, on the launcher before this change). A worker restarts when a ps is
+    replaced; the coordinator restarts by the fence's word (a lost peer), the ps and evaluator
+    call no one."""
+    watch = launcher_incarnation.hosts_to_watch
+    assert watch(ps_cluster("worker", 1), "parameterServer", "worker", 1) == ["r-ps-0.r", "r-ps-1.r"]
+    for role in ("chief", "ps", "evaluator"):
+        assert watch(ps_cluster(role, 0), "parameterServer", role, 0) == [], role
+    assert watch(ps_cluster("worker", 0), "custom", "worker", 0) == []
 
 
 def test_a_new_address_of_the_leaders_name_is_a_new_incarnation_and_a_missing_one_is_not():
@@ -625,6 +648,36 @@ def test_a_task_whose_leader_was_replaced_stops_its_program_and_exits_6(tmp_path
     t0 = time.monotonic()
     assert run.run() == launcher_common.EXIT_PEER_LOST == 6
     assert time.monotonic() - t0 < 10
+
+
+def test_a_parameterserver_worker_whose_ps_was_replaced_stops_its_server_and_exits_6(monkeypatch, capsys):
+    """The same around a real child for a ParameterServer worker: ps 1's name answers with a new
+    address (ps 0's does not change): the server is stopped, exit 6 (its Job retries it without
+    counting: tests/chart), and the log names the ps."""
+    monkeypatch.setenv("TF_CLUSTER_STRATEGY", "parameterServer")
+    monkeypatch.setenv("TF_CLUSTER_ROLE", "worker")
+    monkeypatch.setenv("TF_TASK_INDEX", "0")
+    monkeypatch.setenv("TF_CONFIG", ps_cluster("worker", 0))
+    monkeypatch.setenv("TF_CLUSTER_WAIT_FOR_PEERS", "false")
+    monkeypatch.setenv("TF_CLUSTER_INCARNATION_SECONDS", "0.05")
+    monkeypatch.delenv("TF_CLUSTER_AGENT_DIR", raising=False)
+    looked = {"r-ps-1.r": 0}
+
+    def resolve(host):
+        if host == "r-ps-0.r":
+            return frozenset({"10.0.0.5"})
+        looked[host] += 1
+        return frozenset({"10.0.0.6"} if looked[host] < 5 else {"10.0.1.9"})
+
+    monkeypatch.setattr(launcher_incarnation, "addresses", resolve)
+    run = launcher_task.TaskRun(
+        [sys.executable, "-c", "import time; time.sleep(60)"], {}, {"proc": None, "starting": False}, 5.0, None, None
+    )
+    t0 = time.monotonic()
+    assert run.run() == launcher_common.EXIT_PEER_LOST == 6
+    assert time.monotonic() - t0 < 10
+    said = capsys.readouterr()
+    assert "the ps r-ps-1.r was replaced (now 10.0.1.9, was 10.0.0.6)" in said.out + said.err
 
 
 @pytest.mark.parametrize("restarts,want", [("true", 1), ("false", 6)])

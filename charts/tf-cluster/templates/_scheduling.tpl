@@ -128,16 +128,17 @@ single
 
 {{/* "true" when the role's Job retries the launcher's exit 6 without counting (its
      podFailurePolicy, _job.tpl), else "": the ParameterServer coordinator with the fence (it
-     restarts for a lost peer), MultiWorkerMirrored chiefs and workers (for a new leader), every role
-     with the self-fence. The launcher reads the answer (TF_CLUSTER_RESTARTS): a program's own exit
+     restarts for a lost peer), ParameterServer workers (for a replaced ps), MultiWorkerMirrored
+     chiefs and workers (for a new leader), every role with the self-fence. The launcher reads the answer (TF_CLUSTER_RESTARTS): a program's own exit
      6 is reported as 1 there, so that it cannot be retried forever.
      Usage: include "tf-cluster.restartsUncounted" (dict "context" $ "role" "chief") */}}
 {{- define "tf-cluster.restartsUncounted" -}}
 {{- $v := .context.Values -}}
 {{- $coordinator := and (eq $v.strategy "parameterServer") (eq .role "chief") (include "tf-cluster.fences" .context) -}}
 {{- $collective := and (eq $v.strategy "multiWorkerMirrored") (has .role (list "chief" "worker")) -}}
+{{- $server := and (eq $v.strategy "parameterServer") (eq .role "worker") -}}
 {{- $selfFences := ne (include "tf-cluster.selfFenceSeconds" .context) "0" -}}
-{{- if or $coordinator $collective $selfFences -}}true{{- end -}}
+{{- if or $coordinator $collective $server $selfFences -}}true{{- end -}}
 {{- end -}}
 
 {{/* The self-fence's bound in seconds (nodeLoss.selfFenceSeconds; files/tf_cluster_launcher/selffence.py),

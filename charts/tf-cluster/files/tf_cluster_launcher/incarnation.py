@@ -10,6 +10,15 @@ replacement waits for them to register with its new service: the run hangs (meas
 harness's three nodes: 850 s without a step, issue 43). The leader's per-task name (headless
 Service, publishNotReadyAddresses) then names the replacement's pod, at a new address: that is
 the sign, read with one DNS lookup every EVERY seconds and no API request.
+
+Under ParameterServer a worker is a server whose graphs read and update the variables on every ps.
+When a ps's node is lost and the ps replaced, the worker's channel to the old ps stays open on a
+machine that vanished (measured: the worker's TCP connection to the killed ps's address still
+ESTABLISHED minutes later, next to a new one to the replacement, and the restarted coordinator
+without a step for 5+ minutes after it restored its checkpoint into the new ps). So a worker
+watches every ps's name the same way and restarts when one names a new address: its server
+starts again with fresh channels, and the coordinator's next closures reach it (a worker's
+restart is what ParameterServer training is built to survive).
 """
 
 from __future__ import annotations
@@ -23,19 +32,23 @@ from .tfconfig import cluster_of, host_of, leading_role
 EVERY = 10.0  # seconds between two lookups of the leader's name (CoreDNS answers from its cache)
 
 
-def leader_to_watch(tf_config: str, strategy: str, role: str, index: int) -> str | None:
-    """The host of the coordination service's leader whose replacement restarts this task, under
-    MultiWorkerMirrored: the chief, else worker 0. None for the leader itself, for a task outside
-    the collective (the evaluator), under another strategy or without a cluster."""
-    if strategy != "multiWorkerMirrored":
-        return None
+def hosts_to_watch(tf_config: str, strategy: str, role: str, index: int) -> list[str]:
+    """The hosts whose replacement restarts this task: under MultiWorkerMirrored, the coordination
+    service's leader (the chief, else worker 0), for every chief and worker but the leader itself;
+    under ParameterServer, every ps, for a worker. Empty for any other task (the evaluator, a ps,
+    the coordinator, which restarts when the fence tells it of a lost peer), under another
+    strategy or without a cluster."""
     cluster = cluster_of(tf_config)
-    if role not in ("chief", "worker") or role not in cluster:
-        return None
+    if role not in cluster:
+        return []
+    if strategy == "parameterServer":
+        return [host_of(h) for h in cluster.get("ps") or []] if role == "worker" else []
+    if strategy != "multiWorkerMirrored" or role not in ("chief", "worker"):
+        return []
     leading = leading_role(cluster)
     if role == leading and index == 0:
-        return None
-    return host_of(cluster[leading][0])
+        return []
+    return [host_of(cluster[leading][0])]
 
 
 def addresses(host: str) -> frozenset[str]:

@@ -27,7 +27,7 @@ from .common import (
 )
 from .events import EVENTS
 from .fencing import fence_loop, fences
-from .incarnation import leader_to_watch, watch_incarnation
+from .incarnation import hosts_to_watch, watch_incarnation
 from .leader import (
     leader_condition_at_start,
     leader_condition_or_empty,
@@ -169,7 +169,8 @@ class TaskRun:
         self.fencing = threading.Event()  # never set: the fence runs as long as the task
         self.stop_event = threading.Event()  # the child has exited: the helper threads end
         # why the launcher stopped the program for its Job to start it again (exit 6), if it did:
-        # "self-fence", "leader" (replaced), "peer" (the coordinator's, lost with its node)
+        # "self-fence", "replaced" (a host of hosts_to_watch: the MWMS leader, a ps), "peer" (the
+        # coordinator's, lost with its node)
         self.restarted_for = ""
         self.restarts = self.self_fences = False  # decided in run()
         # the pod's tf-cluster-agent container does what needs the API and tells this one in files
@@ -318,10 +319,9 @@ class TaskRun:
             threading.Thread(target=fence_loop, daemon=True, args=(self.fencing, self.on_peer_lost)).start()
         if self.self_fences:
             threading.Thread(target=self.until_told, daemon=True, args=(STOP, self.on_self_fence)).start()
-        leader = leader_to_watch(env("TF_CONFIG"), env("TF_CLUSTER_STRATEGY"), self.role, self.index)
-        if leader:
-            every = float(env("TF_CLUSTER_INCARNATION_SECONDS", "10"))
-            args = (leader, self.stop_event, self.on_leader_replaced, every)
+        every = float(env("TF_CLUSTER_INCARNATION_SECONDS", "10"))
+        for host in hosts_to_watch(env("TF_CONFIG"), env("TF_CLUSTER_STRATEGY"), self.role, self.index):
+            args = (host, self.stop_event, self.on_peer_replaced, every)
             threading.Thread(target=watch_incarnation, daemon=True, args=args).start()
         rc = proc.wait()
         self.stop_event.set()
@@ -361,16 +361,26 @@ class TaskRun:
         stop_child(proc, self.grace)
         return True
 
-    def on_leader_replaced(self, host: str, old: list[str], new: list[str]) -> None:
+    def on_peer_replaced(self, host: str, old: list[str], new: list[str]) -> None:
+        """A host of hosts_to_watch() names a new address: restart (exit 6) so that the program
+        reaches the replacement rather than wait on the vanished incarnation."""
         proc = self.task["proc"]
-        if proc is None or proc.poll() is not None:
-            return  # the program ended by itself: its own exit code says how
-        log(
-            "the coordination leader %s was replaced (now %s, was %s): this task's collectives wait on "
-            "the old one, gone with its node; restarting (exit %d) so that it joins the new one from "
-            "the last checkpoint" % (host, ", ".join(new), ", ".join(old), EXIT_PEER_LOST)
-        )
-        self.restarted_for = "leader"
+        if proc is None or proc.poll() is not None or self.restarted_for:
+            return  # the program ended by itself (its own exit code says how), or is being restarted
+        if env("TF_CLUSTER_STRATEGY") == "parameterServer":
+            why = (
+                "the ps %s was replaced (now %s, was %s): this worker's channel to the old one waits on a "
+                "machine gone with its node; restarting (exit %d) so that the coordinator's next "
+                "closures reach the new one" % (host, ", ".join(new), ", ".join(old), EXIT_PEER_LOST)
+            )
+        else:
+            why = (
+                "the coordination leader %s was replaced (now %s, was %s): this task's collectives wait on "
+                "the old one, gone with its node; restarting (exit %d) so that it joins the new one from "
+                "the last checkpoint" % (host, ", ".join(new), ", ".join(old), EXIT_PEER_LOST)
+            )
+        log(why)
+        self.restarted_for = "replaced"
         stop_child(proc, self.grace)
 
     def exit_code(self, rc: int) -> int:
@@ -383,8 +393,11 @@ class TaskRun:
         if self.restarted_for == "self-fence":
             log("task stopped by its self-fence (exit %d): its Job starts it again" % EXIT_PEER_LOST)
             return EXIT_PEER_LOST
-        if self.restarted_for == "leader":
-            log("task stopped after its leader was replaced (exit %d): its Job starts it again" % EXIT_PEER_LOST)
+        if self.restarted_for == "replaced":
+            log(
+                "task stopped after a peer it depends on was replaced (exit %d): its Job starts it again"
+                % EXIT_PEER_LOST
+            )
             return EXIT_PEER_LOST
         if self.restarted_for == "peer":
             log("coordinator stopped after a lost peer (exit %d): its Job starts it again" % EXIT_PEER_LOST)
