@@ -8,34 +8,67 @@ the task's user a moment later, while the task (another uid) waits in shared_dir
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
-TRAINERS = Path(__file__).resolve().parents[2] / "charts" / "tf-cluster" / "files" / "trainers"
+COMMON = Path(__file__).resolve().parents[2] / "charts" / "tf-cluster" / "files" / "trainers" / "common.py"
 TASK_UID = 65534  # nobody: a task's non-root user
 
-if os.getuid() != 0 and not os.environ.get("CI"):
-    pytest.skip("makes directories owned by root and another uid: run as root (CI does)", allow_module_level=True)
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to act as another uid; run as root to cover it")
 
 
-def as_task(path: Path, settle: float) -> subprocess.Popen:
-    """shared_dir(path) in a process of the task's uid."""
-    code = f"import common, sys; common.shared_dir({str(path)!r}, settle={settle}); print('settled')"
-    return subprocess.Popen(
-        [sys.executable, "-c", code],
-        cwd=TRAINERS,
-        env={**os.environ, "PYTHONPATH": str(TRAINERS), "PYTHONDONTWRITEBYTECODE": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        user=TASK_UID,
-    )
+def trainers_common():
+    spec = importlib.util.spec_from_file_location("trainers_common_shared_dir", COMMON)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+class Task:
+    """shared_dir(path) in a forked process that dropped to the task's uid (the module loaded
+    before, as root: the checkout may sit where that uid cannot read, e.g. `mktemp -d`'s 0700)."""
+
+    def __init__(self, path: Path, settle: float):
+        common = trainers_common()
+        self.out, w = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:  # the task
+            code = 1
+            try:
+                os.close(self.out)
+                os.setgroups([])
+                os.setgid(TASK_UID)
+                os.setuid(TASK_UID)
+                common.shared_dir(str(path), settle=settle)
+                os.write(w, b"settled")
+                code = 0
+            except BaseException as e:  # noqa: BLE001 - the parent reads what it says
+                os.write(w, str(e).encode())
+            finally:
+                os._exit(code)
+        os.close(w)
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def communicate(self, timeout: float) -> str:
+        deadline = time.monotonic() + timeout
+        while self.poll() is None:
+            assert time.monotonic() < deadline, f"shared_dir still running after {timeout}s"
+            time.sleep(0.05)
+        with os.fdopen(self.out) as f:
+            return f.read()
 
 
 @pytest.fixture
@@ -51,13 +84,13 @@ def test_a_directory_given_to_the_task_a_moment_after_it_was_made_is_waited_for(
     backup = volume / "checkpoints" / "backup"
     backup.mkdir(parents=True, mode=0o755)  # made by root, not yet given to its owner
     os.chown(volume / "checkpoints", TASK_UID, TASK_UID)
-    task = as_task(backup, settle=20)
+    task = Task(backup, settle=20)
     time.sleep(1.5)
-    assert task.poll() is None, f"shared_dir returned while the directory was root's: {task.communicate()}"
+    assert task.poll() is None, f"shared_dir returned while the directory was root's: {task.communicate(5)}"
     os.chown(backup, TASK_UID, TASK_UID)  # the brick gives it to its owner
-    out, err = task.communicate(timeout=30)
-    assert task.returncode == 0, err
-    assert out.strip() == "settled"
+    said = task.communicate(timeout=30)
+    assert task.returncode == 0, said
+    assert said == "settled"
     assert list(backup.iterdir()) == [], "the probe it made is removed"
 
 
@@ -65,8 +98,8 @@ def test_a_directory_the_task_can_never_write_fails_with_its_owner_and_what_to_s
     locked = volume / "locked"
     locked.mkdir(mode=0o755)
     t0 = time.monotonic()
-    task = as_task(locked / "backup", settle=2)
-    _, err = task.communicate(timeout=30)
+    task = Task(locked / "backup", settle=2)
+    err = task.communicate(timeout=30)
     assert task.returncode != 0
     assert time.monotonic() - t0 >= 2, "it waited the settle time first"
     assert f"as uid {TASK_UID}" in err and "podSecurityContext.fsGroup" in err, err
@@ -77,8 +110,8 @@ def test_a_directory_the_task_can_never_write_fails_with_its_owner_and_what_to_s
 def test_a_writable_directory_is_made_at_once(volume):
     os.chown(volume, TASK_UID, TASK_UID)
     t0 = time.monotonic()
-    task = as_task(volume / "a" / "b", settle=20)
-    out, err = task.communicate(timeout=30)
-    assert task.returncode == 0, err
+    task = Task(volume / "a" / "b", settle=20)
+    said = task.communicate(timeout=30)
+    assert task.returncode == 0, said
     assert time.monotonic() - t0 < 10
     assert (volume / "a" / "b").is_dir() and list((volume / "a" / "b").iterdir()) == []

@@ -21,6 +21,7 @@ ALLOWED = {
     "tooling/test_from_tfjob.py": (2, "docker installed; an image in podman's store that is not the test's"),
     "launcher/test_exporter.py": (1, "promtool (make test installs it as root)"),
     "local/test_isolation.py": (5, "root, runuser, a Python user nobody may run, user namespaces"),
+    "unit/test_shared_dir.py": (1, "root, to act as another uid"),
     "local/test_local_cluster.py": (1, "user namespaces for isolated tasks"),
     "local/test_third_party.py": (1, "user namespaces for isolated tasks"),
     "local/test_progress_files.py": (1, "user namespaces for isolated tasks"),
