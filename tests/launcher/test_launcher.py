@@ -630,16 +630,22 @@ def test_a_new_address_of_the_leaders_name_is_a_new_incarnation_and_a_missing_on
     assert seen[-1] == ("r-worker-0.r", ["10.0.0.5"], ["10.0.3.3"])
 
 
-def test_a_task_whose_leader_was_replaced_stops_its_program_and_exits_6(tmp_path, monkeypatch):
-    """The launcher's side of it, around a real child: the child stopped within the grace, exit 6
-    (its Job retries it without counting: tests/chart), the log says why."""
-    monkeypatch.setenv("TF_CLUSTER_STRATEGY", "multiWorkerMirrored")
-    monkeypatch.setenv("TF_CLUSTER_ROLE", "worker")
-    monkeypatch.setenv("TF_TASK_INDEX", "1")
-    monkeypatch.setenv("TF_CONFIG", mwms("worker", 1))
+def watching_peers(monkeypatch, strategy: str, tf_config: str, role: str, index: int) -> None:
+    """A task's environment for the launcher's peer watch (hosts_to_watch), looked up every 0.05 s,
+    without an agent or a wait for its peers."""
+    monkeypatch.setenv("TF_CLUSTER_STRATEGY", strategy)
+    monkeypatch.setenv("TF_CLUSTER_ROLE", role)
+    monkeypatch.setenv("TF_TASK_INDEX", str(index))
+    monkeypatch.setenv("TF_CONFIG", tf_config)
     monkeypatch.setenv("TF_CLUSTER_WAIT_FOR_PEERS", "false")
     monkeypatch.setenv("TF_CLUSTER_INCARNATION_SECONDS", "0.05")
     monkeypatch.delenv("TF_CLUSTER_AGENT_DIR", raising=False)
+
+
+def test_a_task_whose_leader_was_replaced_stops_its_program_and_exits_6(tmp_path, monkeypatch):
+    """The launcher's side of it, around a real child: the child stopped within the grace, exit 6
+    (its Job retries it without counting: tests/chart), the log says why."""
+    watching_peers(monkeypatch, "multiWorkerMirrored", mwms("worker", 1), "worker", 1)
     answers = iter([{"10.0.0.5"}] * 5 + [{"10.0.1.7"}] * 1000)
     monkeypatch.setattr(launcher_incarnation, "addresses", lambda h: frozenset(next(answers)))
     run = launcher_task.TaskRun(
@@ -654,13 +660,7 @@ def test_a_parameterserver_worker_whose_ps_was_replaced_stops_its_server_and_exi
     """The same around a real child for a ParameterServer worker: ps 1's name answers with a new
     address (ps 0's does not change): the server is stopped, exit 6 (its Job retries it without
     counting: tests/chart), and the log names the ps."""
-    monkeypatch.setenv("TF_CLUSTER_STRATEGY", "parameterServer")
-    monkeypatch.setenv("TF_CLUSTER_ROLE", "worker")
-    monkeypatch.setenv("TF_TASK_INDEX", "0")
-    monkeypatch.setenv("TF_CONFIG", ps_cluster("worker", 0))
-    monkeypatch.setenv("TF_CLUSTER_WAIT_FOR_PEERS", "false")
-    monkeypatch.setenv("TF_CLUSTER_INCARNATION_SECONDS", "0.05")
-    monkeypatch.delenv("TF_CLUSTER_AGENT_DIR", raising=False)
+    watching_peers(monkeypatch, "parameterServer", ps_cluster("worker", 0), "worker", 0)
     looked = {"r-ps-1.r": 0}
 
     def resolve(host):
