@@ -1144,6 +1144,42 @@ def test_a_recurring_moment_is_one_event_whose_count_grows(apiserver, namespace,
     assert [(e.count, e.message) for e in mine] == [(1, "waiting for 4095/4096 peer pod(s) (0s/600s)")]
 
 
+def test_warning_events_are_listed_in_the_order_they_happened(apiserver, namespace):
+    """A failed test's story and `kube.diagnostics()` tell what went wrong in time order: the API
+    lists Events by name, which is not when they happened."""
+    from datetime import timedelta
+
+    from kubernetes import client
+
+    core = client.CoreV1Api(apiserver["api"])
+    t0 = datetime.now(timezone.utc).replace(microsecond=0)
+    for name, type_, reason, seconds in [
+        ("a-late", "Warning", "BackOff", 30),
+        ("b-first", "Warning", "FailedMount", 0),
+        ("c-normal", "Normal", "Pulled", 10),
+        ("d-middle", "Warning", "Unhealthy", 20),
+    ]:
+        when = t0 + timedelta(seconds=seconds)
+        core.create_namespaced_event(
+            namespace,
+            client.CoreV1Event(
+                metadata=client.V1ObjectMeta(name=name),
+                involved_object=client.V1ObjectReference(kind="Pod", name=f"pod-{name}", namespace=namespace),
+                type=type_,
+                reason=reason,
+                message=f"{reason} at +{seconds}s",
+                first_timestamp=when,
+                last_timestamp=when,
+            ),
+        )
+    assert kube.warning_events(core, namespace, last=10) == [
+        "  Pod/pod-b-first: FailedMount: FailedMount at +0s",
+        "  Pod/pod-d-middle: Unhealthy: Unhealthy at +20s",
+        "  Pod/pod-a-late: BackOff: BackOff at +30s",
+    ]
+    assert [line.split(":")[1] for line in kube.warning_events(core, namespace, last=2)] == [" Unhealthy", " BackOff"]
+
+
 VALIDATED_CASES = sorted(
     [
         *(ROOT / "values-examples").glob("*.yaml"),

@@ -260,11 +260,21 @@ def diagnostics(api, namespace: str, release: str, tail: int = 30) -> str:
         advice = cluster_state.memory_advice(p)
         if advice:
             out.append(f"    {advice}")
-    events = [e for e in core.list_namespaced_event(namespace).items if e.type == "Warning"]
+    events = warning_events(core, namespace, last=20)
     if events:
         out.append("--- Warning events:")
-        out += [f"  {e.involved_object.kind}/{e.involved_object.name}: {e.reason}: {e.message}" for e in events[-20:]]
+        out += events
     return "\n".join(out)
+
+
+def warning_events(core, namespace: str, last: int) -> list[str]:
+    """The namespace's `last` Warning events in the order they happened (the API lists them by name),
+    one line each: `  Kind/name: Reason: message`."""
+    events = sorted(
+        (e for e in core.list_namespaced_event(namespace).items if e.type == "Warning"),
+        key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp,
+    )
+    return [f"  {e.involved_object.kind}/{e.involved_object.name}: {e.reason}: {e.message}" for e in events[-last:]]
 
 
 RELEASE_KINDS = (

@@ -72,12 +72,7 @@ def pods_story(core, namespace: str) -> str:
             f"{p.status.phase}{f' {p.status.reason}' if p.status.reason else ''}{deleted}; "
             f"{', '.join(ended) or 'no container ended'}; {' '.join(conditions)}"
         )
-    events = sorted(
-        (e for e in core.list_namespaced_event(namespace).items if e.type == "Warning"),
-        key=lambda e: e.last_timestamp or e.event_time or e.metadata.creation_timestamp,
-    )
-    lines += [f"  {e.involved_object.kind}/{e.involved_object.name}: {e.reason}: {e.message}" for e in events[-30:]]
-    return "\n".join(lines)
+    return "\n".join(lines + kube.warning_events(core, namespace, last=30))
 
 
 @pytest.fixture

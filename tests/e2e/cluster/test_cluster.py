@@ -93,22 +93,32 @@ def log(api, ns, pod_name: str, container: str | None = None) -> str:
     return client.CoreV1Api(api).read_namespaced_pod_log(pod_name, ns)
 
 
-def wait_for_log(api, ns, release: str, job_substr: str, index: str, pattern, timeout=600) -> str:
-    """Name of the running pod of that Job index whose log matches `pattern` (a regex, or a
-    function of the log text)."""
+def wait_for_log(
+    api, ns, release: str, job_substr: str, index: str | None, pattern, timeout=600, node: str | None = None
+) -> str:
+    """Name of the running pod of that Job index (any index: None), on `node` if given, whose log
+    matches `pattern` (a regex, or a function of the log text). A pod being deleted is not it."""
     matches = pattern if callable(pattern) else (lambda text: re.search(pattern, text))
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for p in pods_of(api, ns, job_substr):
-            if p.metadata.labels.get(INDEX) == index and p.status.phase == "Running":
+            if (
+                index in (None, p.metadata.labels.get(INDEX))
+                and node in (None, p.spec.node_name)
+                and p.status.phase == "Running"
+                and not p.metadata.deletion_timestamp
+            ):
                 try:
                     if matches(log(api, ns, p.metadata.name)):
                         return p.metadata.name
                 except Exception:  # noqa: BLE001 - container still starting
                     pass
         time.sleep(2)
+    where = f"{job_substr}-{index}" if index is not None else f"{job_substr}*"
+    what = repr(pattern) if isinstance(pattern, str) else (pattern.__doc__ or pattern.__name__)
     pytest.fail(
-        f"no {job_substr}-{index} pod logged {pattern!r} within {timeout}s:\n" + kube.diagnostics(api, ns, release)
+        f"no running {where} pod{f' on {node}' if node else ''} logged {what} within {timeout}s:\n"
+        + kube.diagnostics(api, ns, release)
     )
 
 

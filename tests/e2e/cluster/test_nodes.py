@@ -140,28 +140,22 @@ def task_on(api, ns: str, release: str, node: str, epoch: int, role: str = "work
     """The running `role` pod on `node` whose log has reached `epoch` (training is under way): the
     pod that trains now, not an earlier incarnation of its index (a task that failed at its start
     and was replaced leaves its first pod on the node, ended: a fault aimed at it hits nothing)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for p in pods_of(api, ns, f"-{role}-"):
-            if p.spec.node_name != node or p.status.phase != "Running" or p.metadata.deletion_timestamp:
-                continue
-            try:
-                text = log(api, ns, p.metadata.name)
-            except Exception:  # noqa: BLE001 - container still starting
-                continue
-            if progress.TaskProgress.of_log(text).progress.get("epoch", 0) >= epoch:
-                earlier = [
-                    f"{q.metadata.name} {q.status.phase} ({termination(q)})"
-                    for q in pods_of(api, ns, f"-{role}-")
-                    if q.metadata.labels[INDEX] == p.metadata.labels[INDEX] and q.metadata.name != p.metadata.name
-                ]
-                if earlier:
-                    say(f"{role} {p.metadata.labels[INDEX]} before {p.metadata.name}: {'; '.join(earlier)}")
-                return p.metadata.name
-        time.sleep(2)
-    pytest.fail(
-        f"no running {role} on {node} reached epoch {epoch} within {timeout}s:\n" + kube.diagnostics(api, ns, release)
-    )
+
+    def reached(text: str) -> bool:
+        return progress.TaskProgress.of_log(text).progress.get("epoch", 0) >= epoch
+
+    reached.__doc__ = f"epoch {epoch} or later"
+    name = wait_for_log(api, ns, release, f"-{role}-", None, reached, timeout=timeout, node=node)
+    pods = pods_of(api, ns, f"-{role}-")
+    index = next(p.metadata.labels[INDEX] for p in pods if p.metadata.name == name)
+    earlier = [
+        f"{q.metadata.name} {q.status.phase} ({termination(q)})"
+        for q in pods
+        if q.metadata.labels[INDEX] == index and q.metadata.name != name
+    ]
+    if earlier:
+        say(f"{role} {index} before {name}: {'; '.join(earlier)}")
+    return name
 
 
 def mwms_over_three_nodes(
@@ -179,7 +173,7 @@ def mwms_over_three_nodes(
             spread(tmp_path, release),
             sets=("roles.worker.replicas=3", *epochs(n_epochs, 300), *sets),
         )
-        return task_on(api, ns, release, node, epoch=2)
+        return failures_so_far(api, ns, task_on(api, ns, release, node, epoch=2))
     on_it = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
     roles = {
         # preferred, not required: its replacement must be placed elsewhere once `node` is lost
@@ -207,7 +201,20 @@ def mwms_over_three_nodes(
     install(
         ns, release, EX / "mwms-cpu.yaml", spread(tmp_path, release, roles=roles), sets=(*epochs(n_epochs, 300), *sets)
     )
-    return task_on(api, ns, release, node, epoch=2, role="chief")
+    return failures_so_far(api, ns, task_on(api, ns, release, node, epoch=2, role="chief"))
+
+
+def failures_so_far(api, ns: str, victim: str) -> str:
+    """Says each pod that failed before the fault, how it ended and its last log lines (such a
+    failure counts against its index's backoffLimitPerIndex: the scenario's log tells which and why);
+    returns `victim`."""
+    failed = [p for p in pods_of(api, ns, "-") if p.status.phase == "Failed"]
+    for p in failed:
+        tail = (kube.pod_log(api, ns, p, 6) or "(no log)").rstrip().replace("\n", "\n    ")
+        say(f"failed before the fault: {p.metadata.name} on {p.spec.node_name} ({termination(p)}):\n    {tail}")
+    if not failed:
+        say(f"no pod failed before the fault ({victim} is the one it aims at)")
+    return victim
 
 
 def give_back(api, node) -> None:
