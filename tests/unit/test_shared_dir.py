@@ -9,10 +9,12 @@ the task's user a moment later, while the task (another uid) waits in shared_dir
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
 import os
 import subprocess
 import tempfile
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import pytest
@@ -30,45 +32,34 @@ def trainers_common():
     return module
 
 
-class Task:
+def as_task(path: Path, settle: float) -> tuple[multiprocessing.Process, Connection]:
     """shared_dir(path) in a forked process that dropped to the task's uid (the module loaded
-    before, as root: the checkout may sit where that uid cannot read, e.g. `mktemp -d`'s 0700)."""
+    before, as root: the checkout may sit where that uid cannot read, e.g. `mktemp -d`'s 0700). It
+    sends "settled" or the error's text, and exits 0 only once settled."""
+    common = trainers_common()
+    said, tell = multiprocessing.Pipe(duplex=False)
 
-    def __init__(self, path: Path, settle: float):
-        common = trainers_common()
-        self.out, w = os.pipe()
-        self.pid = os.fork()
-        if self.pid == 0:  # the task
-            code = 1
-            try:
-                os.close(self.out)
-                os.setgroups([])
-                os.setgid(TASK_UID)
-                os.setuid(TASK_UID)
-                common.shared_dir(str(path), settle=settle)
-                os.write(w, b"settled")
-                code = 0
-            except BaseException as e:  # noqa: BLE001 - the parent reads what it says
-                os.write(w, str(e).encode())
-            finally:
-                os._exit(code)
-        os.close(w)
-        self.returncode: int | None = None
+    def task() -> None:
+        os.setgroups([])
+        os.setgid(TASK_UID)
+        os.setuid(TASK_UID)
+        try:
+            common.shared_dir(str(path), settle=settle)
+        except BaseException as e:  # noqa: BLE001 - the test reads what it says
+            tell.send(str(e))
+            raise SystemExit(1) from e
+        tell.send("settled")
 
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self.returncode = os.waitstatus_to_exitcode(status)
-        return self.returncode
+    proc = multiprocessing.get_context("fork").Process(target=task)
+    proc.start()
+    return proc, said
 
-    def communicate(self, timeout: float) -> str:
-        deadline = time.monotonic() + timeout
-        while self.poll() is None:
-            assert time.monotonic() < deadline, f"shared_dir still running after {timeout}s"
-            time.sleep(0.05)
-        with os.fdopen(self.out) as f:
-            return f.read()
+
+def outcome(proc: multiprocessing.Process, said: Connection, timeout: float) -> str:
+    """What the task said, once it ended within `timeout`."""
+    proc.join(timeout)
+    assert proc.exitcode is not None, f"shared_dir still running after {timeout}s"
+    return said.recv()
 
 
 @pytest.fixture
@@ -84,13 +75,13 @@ def test_a_directory_given_to_the_task_a_moment_after_it_was_made_is_waited_for(
     backup = volume / "checkpoints" / "backup"
     backup.mkdir(parents=True, mode=0o755)  # made by root, not yet given to its owner
     os.chown(volume / "checkpoints", TASK_UID, TASK_UID)
-    task = Task(backup, settle=20)
+    task, said = as_task(backup, settle=20)
     time.sleep(1.5)
-    assert task.poll() is None, f"shared_dir returned while the directory was root's: {task.communicate(5)}"
+    assert task.is_alive(), f"shared_dir returned while the directory was root's: {outcome(task, said, 5)}"
     os.chown(backup, TASK_UID, TASK_UID)  # the brick gives it to its owner
-    said = task.communicate(timeout=30)
-    assert task.returncode == 0, said
-    assert said == "settled"
+    text = outcome(task, said, timeout=30)
+    assert task.exitcode == 0, text
+    assert text == "settled"
     assert list(backup.iterdir()) == [], "the probe it made is removed"
 
 
@@ -98,9 +89,9 @@ def test_a_directory_the_task_can_never_write_fails_with_its_owner_and_what_to_s
     locked = volume / "locked"
     locked.mkdir(mode=0o755)
     t0 = time.monotonic()
-    task = Task(locked / "backup", settle=2)
-    err = task.communicate(timeout=30)
-    assert task.returncode != 0
+    task, said = as_task(locked / "backup", settle=2)
+    err = outcome(task, said, timeout=30)
+    assert task.exitcode != 0
     assert time.monotonic() - t0 >= 2, "it waited the settle time first"
     assert f"as uid {TASK_UID}" in err and "podSecurityContext.fsGroup" in err, err
     assert f"cannot create entries in {locked / 'backup'}" in err, err
@@ -110,8 +101,8 @@ def test_a_directory_the_task_can_never_write_fails_with_its_owner_and_what_to_s
 def test_a_writable_directory_is_made_at_once(volume):
     os.chown(volume, TASK_UID, TASK_UID)
     t0 = time.monotonic()
-    task = Task(volume / "a" / "b", settle=20)
-    said = task.communicate(timeout=30)
-    assert task.returncode == 0, said
+    task, said = as_task(volume / "a" / "b", settle=20)
+    text = outcome(task, said, timeout=30)
+    assert task.exitcode == 0, text
     assert time.monotonic() - t0 < 10
     assert (volume / "a" / "b").is_dir() and list((volume / "a" / "b").iterdir()) == []
