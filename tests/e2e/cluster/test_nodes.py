@@ -165,56 +165,48 @@ def mwms_over_three_nodes(
     reported epoch 2 (the fault lands mid-run). Three workers (the node holds any of them), or,
     with `leader_on_it`, a chief (the coordination service's leader) on `node` and two workers on
     the others: the chief prefers `node` and the workers may not use it."""
-    if not leader_on_it:
-        install(
-            ns,
-            release,
-            EX / "mwms-cpu.yaml",
-            spread(tmp_path, release),
-            sets=("roles.worker.replicas=3", *epochs(n_epochs, 300), *sets),
-        )
-        return failures_so_far(api, ns, task_on(api, ns, release, node, epoch=2))
-    on_it = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
-    roles = {
-        # preferred, not required: its replacement must be placed elsewhere once `node` is lost
-        "chief": {
-            "replicas": 1,
-            "affinity": {
-                "nodeAffinity": {
-                    "preferredDuringSchedulingIgnoredDuringExecution": [
-                        {"weight": 100, "preference": {"matchExpressions": [on_it]}}
-                    ]
-                }
-            },
-        },
-        "worker": {
-            "replicas": 2,
-            "affinity": {
-                "nodeAffinity": {
-                    "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [{"matchExpressions": [{**on_it, "operator": "NotIn"}]}]
+    if leader_on_it:
+        on_it = {"key": "kubernetes.io/hostname", "operator": "In", "values": [node]}
+        roles = {
+            # preferred, not required: its replacement must be placed elsewhere once `node` is lost
+            "chief": {
+                "replicas": 1,
+                "affinity": {
+                    "nodeAffinity": {
+                        "preferredDuringSchedulingIgnoredDuringExecution": [
+                            {"weight": 100, "preference": {"matchExpressions": [on_it]}}
+                        ]
                     }
-                }
+                },
             },
-        },
-    }
-    install(
-        ns, release, EX / "mwms-cpu.yaml", spread(tmp_path, release, roles=roles), sets=(*epochs(n_epochs, 300), *sets)
-    )
-    return failures_so_far(api, ns, task_on(api, ns, release, node, epoch=2, role="chief"))
-
-
-def failures_so_far(api, ns: str, victim: str) -> str:
-    """Says each pod that failed before the fault, how it ended and its last log lines (such a
-    failure counts against its index's backoffLimitPerIndex: the scenario's log tells which and why);
-    returns `victim`."""
-    failed = [p for p in pods_of(api, ns, "-") if p.status.phase == "Failed"]
-    for p in failed:
-        tail = (kube.pod_log(api, ns, p, 6) or "(no log)").rstrip().replace("\n", "\n    ")
-        say(f"failed before the fault: {p.metadata.name} on {p.spec.node_name} ({termination(p)}):\n    {tail}")
-    if not failed:
-        say(f"no pod failed before the fault ({victim} is the one it aims at)")
+            "worker": {
+                "replicas": 2,
+                "affinity": {
+                    "nodeAffinity": {
+                        "requiredDuringSchedulingIgnoredDuringExecution": {
+                            "nodeSelectorTerms": [{"matchExpressions": [{**on_it, "operator": "NotIn"}]}]
+                        }
+                    }
+                },
+            },
+        }
+        values, replicas = spread(tmp_path, release, roles=roles), ()
+    else:
+        values, replicas = spread(tmp_path, release), ("roles.worker.replicas=3",)
+    install(ns, release, EX / "mwms-cpu.yaml", values, sets=(*replicas, *epochs(n_epochs, 300), *sets))
+    victim = task_on(api, ns, release, node, epoch=2, role="chief" if leader_on_it else "worker")
+    failures_so_far(api, ns, release, victim)
     return victim
+
+
+def failures_so_far(api, ns: str, release: str, victim: str) -> None:
+    """Says the pods that failed before the fault, how each ended and its last log lines
+    (`kube.diagnostics`; such a failure counts against its index's backoffLimitPerIndex), or that
+    none did."""
+    if any(p.status.phase == "Failed" for p in pods_of(api, ns, "-")):
+        say(f"failed before the fault aimed at {victim}:\n{kube.diagnostics(api, ns, release, tail=6)}")
+    else:
+        say(f"no pod failed before the fault ({victim} is the one it aims at)")
 
 
 def give_back(api, node) -> None:
