@@ -158,10 +158,11 @@ def mount(node: Node = HOST_NODE) -> None:
     name = node.proc("glusterfs")
     if pid_of(name):
         return
-    SHARED.mkdir(parents=True, exist_ok=True)
     in_ns = [] if node.host else ["nsenter", f"--mount={node.mntns}", "--"]
+    # first: a dead client's mount answers every stat with ENOTCONN, mkdir included
     for _ in mounts_at_shared(sh(*in_ns, "cat", "/proc/self/mountinfo").stdout):
         sh(*in_ns, "umount", "-l", SHARED, check=False)
+    SHARED.mkdir(parents=True, exist_ok=True)
     start(
         name,
         [

@@ -52,6 +52,7 @@ ALONE = [
     "test_faults.py::test_pods_keep_running_through_a_kubelet_restart",  # the first node's kubelet stopped
     "test_gang.py",  # sizes its gangs from the cluster's free CPU
     "test_harness_ports.py",  # every node's listeners: lane 2 restarts nodes
+    "test_harness_recovery.py",  # kills the host's storage client: no pod may use the volume then
 ]
 # Beside the alone ones: a simulated cluster's start (CPU-heavy: not beside the lanes, which leave
 # ~10 % of the cores idle) on a control plane of its own (node/sim.py: its own etcd, kube-apiserver,
