@@ -162,7 +162,9 @@ def pod_env(pod: dict, config_map: Callable[[str], dict] | None = None) -> dict[
             "status.hostIP": status.get("hostIP", ""),
         }.get(path)
 
-    refs = {(e.get("valueFrom") or {}).get("configMapKeyRef", {}).get("name") for e in c.get("env", [])} - {None}
+    refs = {(e.get("valueFrom") or {}).get("configMapKeyRef", {}).get("name") for e in c.get("env", [])}
+    refs |= {(s.get("configMapRef") or {}).get("name") for s in c.get("envFrom") or []}  # the run's environment
+    refs -= {None}
     maps = {name: config_map(name) for name in refs} if config_map is not None else {}
 
     index = int((meta.get("annotations") or {}).get(manifests.INDEX_ANNOTATION, 0))

@@ -43,7 +43,7 @@ def test_the_largest_tf_config_is_the_last_index_of_a_real_render():
         for d in docs
         if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-tf-config-" + job["metadata"]["name"][-6:])
     )
-    cluster = spec["data"]["cluster"]
+    cluster = spec["data"]["TF_CLUSTER_SPEC"]  # the run's environment, which the pods take by envFrom
     env = {e["name"]: e for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     value = env["TF_CONFIG"]["value"].replace("$(TF_TASK_INDEX)", "11").replace("$(TF_CLUSTER_SPEC)", cluster)
     assert len(json.loads(value)["cluster"]["worker"]) == 12

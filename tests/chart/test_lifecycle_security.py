@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from rendering import EXAMPLES, render, render_text
+from tf_cluster import manifests
 from tf_cluster.errors import RenderError
 
 PS_EVAL = next(p for p in EXAMPLES if p.stem == "parameter-server-evaluator")
@@ -17,7 +18,9 @@ def example(path):
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_restart_fields_on_every_job(path):
-    for job in (d for d in render(example(path)) if d["kind"] == "Job"):
+    docs = render(example(path))
+    maps = manifests.config_maps(docs)  # the run's environment, which the pods take by envFrom
+    for job in (d for d in docs if d["kind"] == "Job"):
         spec = job["spec"]
         assert spec["completionMode"] == "Indexed"
         assert spec["template"]["spec"]["restartPolicy"] == "Never"
@@ -29,7 +32,8 @@ def test_restart_fields_on_every_job(path):
         # the launcher's restart (exit 6), retried without counting: every task's with the self-fence
         # on (the default); else the ParameterServer coordinator's after a lost peer, and every
         # MultiWorkerMirrored chief's and worker's (a new leader)
-        env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+        entries = manifests.env_entries(job["spec"]["template"]["spec"]["containers"][0], maps)
+        env = {name: e.get("value") for name, e in entries.items()}
         self_fences = env.get("TF_CLUSTER_SELF_FENCE") not in (None, "0")
         coordinator = (
             name.startswith("tf-tf-cluster-chief-")
@@ -87,7 +91,9 @@ def test_with_the_self_fence_every_tasks_restart_spends_no_retry(seconds):
         "roles": {"chief": {"replicas": 1}, "ps": {"replicas": 1}, "evaluator": {"replicas": 1}},
         "job": {"nonRetryableExitCodes": list(range(1, 42)), "restartExitCodes": [42]},
     }
-    jobs = {d["metadata"]["name"].split("-")[3]: d for d in render(values) if d["kind"] == "Job"}
+    docs = render(values)
+    maps = manifests.config_maps(docs)
+    jobs = {d["metadata"]["name"].split("-")[3]: d for d in docs if d["kind"] == "Job"}
     for role, job in jobs.items():
         rules = job["spec"]["podFailurePolicy"]["rules"]
         has = LAUNCHER_RESTART in rules
@@ -96,10 +102,12 @@ def test_with_the_self_fence_every_tasks_restart_spends_no_retry(seconds):
             assert rules.index(LAUNCHER_RESTART) < [r["action"] for r in rules].index("FailJob"), rules
         pod = job["spec"]["template"]["spec"]
         for c in pod["containers"] + [c for c in pod.get("initContainers", []) if c["name"] == "tf-cluster-agent"]:
-            env = {e["name"]: e.get("value") for e in c["env"]}
+            env = {name: e.get("value") for name, e in manifests.env_entries(c, maps).items()}
             assert env["TF_CLUSTER_SELF_FENCE"] == str(seconds), (role, c["name"])
             # the launcher reads the same rule: a program's own exit 6 is reported as 1 where the Job ignores 6
-            assert env["TF_CLUSTER_RESTARTS"] == ("true" if has else "false"), (role, c["name"])
+            # (the training container's: the agent runs no program)
+            expected = ("true" if has else "false") if c["name"] == "tensorflow" else None
+            assert env.get("TF_CLUSTER_RESTARTS") == expected, (role, c["name"])
     with pytest.raises(RenderError, match="selfFenceSeconds"):
         render({**values, "nodeLoss": {"selfFenceSeconds": 30}})  # below the minimum: refused
 

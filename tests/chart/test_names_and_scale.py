@@ -72,3 +72,51 @@ def test_a_cluster_that_cannot_fit_fails_with_advice(helm_major):
     msg = str(e.value)
     assert "TF_CONFIG for 4096 training tasks would be" in msg
     assert "fullnameOverride" in msg and "131072" in msg
+
+
+# A pod's own env entries (inline): its role, what depends on the role, the downward API's fields
+# and TF_CONFIG composed from its index; every other value is the run's (one ConfigMap, envFrom).
+OWN = {"TF_TASK_INDEX", "TF_CLUSTER_ROLE", "TF_CLUSTER_NAMESPACE", "TF_CLUSTER_POD_NAME", "TF_CLUSTER_POD_UID",
+       "TF_CLUSTER_STOP_WITH_LEADER", "TF_CLUSTER_WAIT_FOR_PEERS", "TF_CLUSTER_AGENT_DIR", "TF_CONFIG"}  # fmt: skip
+PROGRAM_OWN = {
+    "TF_CLUSTER_RESTARTS",
+    "TF_CLUSTER_INDEX_FAILURES",
+    "TF_NUM_INTRAOP_THREADS",
+    "OMP_NUM_THREADS",
+    "JOB_NAME",
+    "TASK_INDEX",
+}  # fmt: skip  (the training container's alone: the agent runs no program)
+
+
+def test_a_pod_carries_inline_only_its_own_env_and_the_run_shares_the_rest(helm_major):
+    values = {
+        "strategy": "parameterServer",
+        "legacyTF1": {"env": True},  # the TF1 host lists: the run's, O(N) bytes each
+        "roles": {
+            "chief": {"replicas": 1},
+            "worker": {"replicas": 64},
+            "ps": {"replicas": 2},
+            "evaluator": {"replicas": 1},
+        },
+    }
+    docs = render(values, helm_major=helm_major)
+    maps = manifests.config_maps(docs)
+    (run_env,) = [d for d in docs if d["kind"] == "ConfigMap" and "-tf-config" in d["metadata"]["name"]]
+    jobs = [d for d in docs if d["kind"] == "Job"]
+    assert len(jobs) == 4
+    seen: dict[str, set[str]] = {}
+    for job in jobs:
+        pod = job["spec"]["template"]["spec"]
+        for c in [*pod["containers"], *[c for c in pod["initContainers"] if c["name"] == "tf-cluster-agent"]]:
+            inline = {e["name"] for e in c["env"]}
+            allowed = OWN | (PROGRAM_OWN if c["name"] == "tensorflow" else set())
+            assert inline <= allowed, (job["metadata"]["name"], c["name"], sorted(inline - allowed))
+            # the run's ConfigMap last: its values win over the user's envFrom, as they did inline
+            assert c["envFrom"][-1] == {"configMapRef": {"name": run_env["metadata"]["name"]}}
+            env = manifests.resolve_env(c, index=3, namespace="ns", node_cpus=2, config_maps=maps)
+            for name, value in env.items():
+                seen.setdefault(name, set()).add(value)
+    # what the ConfigMap holds is the same for every pod, and every pod sees it
+    for name, value in run_env["data"].items():
+        assert seen[name] == {value}, name
+    assert run_env["data"]["PS_HOSTS"].count(":2222") == 2 and run_env["data"]["WORKER_HOSTS"].count(":2222") == 64

@@ -70,7 +70,7 @@ def test_coordinator_the_notebook_pod_is_the_chief_and_no_chief_job_exists():
     assert {"name": "tf", "containerPort": 2222, "protocol": "TCP"} in nb["ports"]
     for job in jobs.values():
         tf = job["spec"]["template"]["spec"]["containers"][0]
-        server = env_of(tf)
+        server = resolved_env(tf, docs)  # the run's environment (envFrom) and the pod's own
         assert json.loads(resolved_env(tf, docs)["TF_CONFIG"])["cluster"] == cluster["cluster"]
         assert server["TF_CLUSTER_HEARTBEAT"] == env["TF_CLUSTER_HEARTBEAT"] == server["TF_CLUSTER_LEADER_JOB"]
         assert server["TF_CLUSTER_STOP_WITH_LEADER"] == "true"

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from rendering import EXAMPLES, render
-from tf_cluster import CHART, ROOT, helm
+from tf_cluster import CHART, ROOT, helm, manifests
 
 OFFICIAL = "docker.io/tensorflow/tensorflow"
 # registry host / path : tag, the registries anyone can pull from without an account
@@ -65,7 +65,10 @@ def test_the_default_release_ships_its_trainers_and_adds_tf_keras_and_tensorboar
     assert main["command"][-1] == "/opt/tf-cluster/trainers/mwms_fit.py"
     mounts = {m["mountPath"]: m for m in main["volumeMounts"]}
     assert mounts["/opt/tf-cluster/trainers"]["readOnly"] and mounts["/opt/tf-cluster/packages"]["readOnly"]
-    assert {"name": "PYTHONPATH", "value": "/opt/tf-cluster/packages"} in main["env"]
+    env = manifests.resolve_env(
+        main, index=0, namespace="default", node_cpus=1, config_maps=manifests.config_maps(docs)
+    )
+    assert env["PYTHONPATH"] == "/opt/tf-cluster/packages"  # from the run's environment (envFrom)
     # the init container runs as the training container does: non-root, read-only root
     assert packages["securityContext"] == main["securityContext"]
     assert packages["securityContext"]["readOnlyRootFilesystem"] is True

@@ -55,13 +55,21 @@ def with_value(values: dict, path: tuple, value) -> dict:
 
 
 def jobs(docs) -> dict[str, dict]:
-    """role -> Job, with the run suffix masked in everything but the name."""
+    """role -> Job, with the run suffix masked in everything but the name; what its pods run is its
+    spec and the run's environment (the ConfigMap every pod takes by envFrom)."""
+    (run_env,) = [
+        d.get("data") or {}
+        for d in docs
+        if d["kind"] == "ConfigMap" and d["metadata"]["labels"].get("app.kubernetes.io/component") == "tf-config"
+    ]
     out = {}
     for d in docs:
         if d["kind"] == "Job":
             role = d["metadata"]["labels"]["app.kubernetes.io/component"]
             spec = {k: v for k, v in d["spec"].items() if k not in MUTABLE}
-            out[role] = {"name": d["metadata"]["name"], "runs": SUFFIX.sub("-RUN", yaml.safe_dump(spec))}
+            masked = {**run_env, **({"TF_CLUSTER_RUN": "RUN"} if "TF_CLUSTER_RUN" in run_env else {})}
+            runs = yaml.safe_dump({"spec": spec, "runEnv": masked})
+            out[role] = {"name": d["metadata"]["name"], "runs": SUFFIX.sub("-RUN", runs)}
     return out
 
 

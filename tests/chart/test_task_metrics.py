@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tf_cluster import ROOT, helm
+from tf_cluster import ROOT, helm, manifests
 
 PS_EVAL = ROOT / "values-examples" / "parameter-server-evaluator.yaml"  # chief, worker, ps and evaluator
 MONITORING_API = "monitoring.coreos.com/v1"
@@ -23,9 +23,11 @@ def render(*sets: str, set_json=(), api=False, major="4", files=(PS_EVAL,)) -> l
 
 
 def templates(docs) -> dict[str, dict]:
-    """role -> its Job's pod template."""
+    """role -> its Job's pod template, with the rendered ConfigMaps' data under `configMaps` (what
+    `env` reads the run's environment from)."""
+    maps = manifests.config_maps(docs)
     return {
-        d["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"]["template"]
+        d["metadata"]["labels"]["app.kubernetes.io/component"]: {**d["spec"]["template"], "configMaps": maps}
         for d in docs
         if d["kind"] == "Job"
     }
@@ -37,7 +39,9 @@ def container(template) -> dict:
 
 
 def env(template) -> dict[str, dict]:
-    return {e["name"]: e for e in container(template)["env"]}
+    """The training container's env entries as its kubelet sees them: the run's ConfigMap by
+    `envFrom`, then the pod's own entries."""
+    return manifests.env_entries(container(template), template["configMaps"])
 
 
 def training_policy(docs) -> dict:

@@ -221,13 +221,14 @@ def test_launcher_stops_a_server_through_the_api_when_the_chief_job_ends(apiserv
         if doc["kind"] != "Pod":  # the helm-test Pod is a hook
             utils.create_from_dict(api, doc, namespace=namespace)
     chief = next(d["metadata"]["name"] for d in docs if d["kind"] == "Job" and "-chief-" in d["metadata"]["name"])
-    ps_env = {
-        e["name"]: e.get("value")
-        for d in docs
-        if d["kind"] == "Job" and "-ps-" in d["metadata"]["name"]
-        for e in d["spec"]["template"]["spec"]["containers"][0]["env"]
-        if "value" in e
-    }
+    ps_job = next(d for d in docs if d["kind"] == "Job" and "-ps-" in d["metadata"]["name"])
+    ps_env = manifests.resolve_env(  # the run's environment (envFrom) and the pod's own
+        ps_job["spec"]["template"]["spec"]["containers"][0],
+        index=0,
+        namespace=namespace,
+        node_cpus=1,
+        config_maps=manifests.config_maps(docs),
+    )
     assert ps_env["TF_CLUSTER_LEADER_JOB"] == chief and ps_env["TF_CLUSTER_STOP_WITH_LEADER"] == "true"
     sa_dir = token_for(apiserver, namespace, "tf-tf-cluster", tmp_path)
 
@@ -371,7 +372,6 @@ class Task:
         self, apiserver, namespace, tmp_path, docs: list[dict], job: dict, index: int, sa: str, timeout: int = 25
     ):
         pod_spec = job["spec"]["template"]["spec"]
-        job_env = {e["name"]: e.get("value") for e in pod_spec["containers"][0]["env"] if "value" in e}
         resolved = manifests.resolve_env(
             pod_spec["containers"][0],
             index=index,
@@ -379,10 +379,11 @@ class Task:
             node_cpus=1,
             config_maps=manifests.config_maps(docs),
         )
+        downward = {e["name"] for e in pod_spec["containers"][0]["env"] if "valueFrom" in e}
         env = {
             **{k: v for k, v in os.environ.items() if not k.startswith("TF_")},
-            **{k: v for k, v in job_env.items() if k.startswith("TF_")},
-            "TF_CONFIG": resolved["TF_CONFIG"],  # composed from the run's ConfigMap, as the kubelet does
+            # as the kubelet gives them, but the downward API's (no pod object here)
+            **{k: v for k, v in resolved.items() if k.startswith("TF_") and k not in downward},
             "TF_TASK_INDEX": str(index),
             "TF_CLUSTER_NAMESPACE": namespace,
             "TF_CLUSTER_PEER_TIMEOUT": str(timeout),

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from tf_cluster import CHART, ROOT, roles
+from tf_cluster import CHART, ROOT, manifests, roles
 from tf_cluster.localrun.jobs import (
     BACKOFF_LIMIT_EXCEEDED,
     COMPLETE,
@@ -569,8 +569,10 @@ def test_lost_node_a_parameter_server_worker_is_fenced_and_the_coordinator_recon
 
 def test_the_specs_are_read_from_the_charts_render():
     text = (ROOT / "tests" / "golden" / "renders" / "everything.yaml").read_text()
-    docs = [d for d in yaml.safe_load_all(text) if d and d.get("kind") == "Job"]
-    specs = {s.name.split("-")[-2]: s for s in map(JobSpec.from_manifest, docs)}
+    rendered = [d for d in yaml.safe_load_all(text) if d]
+    maps = manifests.config_maps(rendered)  # the run's environment (envFrom), the leader's name in it
+    docs = [d for d in rendered if d.get("kind") == "Job"]
+    specs = {s.name.split("-")[-2]: s for s in (JobSpec.from_manifest(d, maps) for d in docs)}
     chief = specs["chief"]
     assert (chief.completions, chief.backoff_limit_per_index, chief.max_failed_indexes) == (1, 2, 1)
     assert [r.action for r in chief.pod_failure_policy] == [IGNORE, IGNORE, IGNORE, FAIL_JOB]

@@ -21,6 +21,7 @@ from . import roles
 
 INDEX_ANNOTATION = "batch.kubernetes.io/job-completion-index"
 FAILURES_ANNOTATION = "batch.kubernetes.io/job-index-failure-count"  # the index's failures before this pod
+ENV_NAME = re.compile(r"[-._a-zA-Z][-._a-zA-Z0-9]*")  # what the API server accepts as one (IsEnvVarName)
 
 
 class TFTask(TypedDict):
@@ -119,9 +120,14 @@ def resolve_env(
     live_field: Callable[[str], str | None] | None = None,
 ) -> dict[str, str]:
     """A container's environment as its kubelet gives it; `config_maps`: the ConfigMaps' data by name
-    (the chart's TF_CONFIG is composed from the run's cluster-spec ConfigMap); `live_field`: a live pod's
-    value for a downward-API field path (None: resolved as for a rendered pod, below)."""
-    env: dict[str, str] = {}
+    (the chart's run environment, TF_CLUSTER_SPEC among it, is one, given by `envFrom`); `live_field`:
+    a live pod's value for a downward-API field path (None: resolved as for a rendered pod, below).
+
+    The kubelet's order (pkg/kubelet/kubelet_pods.go makeEnvironmentVariables): first every
+    `envFrom` source in turn, a key in two sources taking the last one's value, values as they are
+    (not expanded), a key that is no environment variable name skipped; then `env` in order, each
+    entry replacing a name from `envFrom`, `$(VAR)` expanding to anything defined before it."""
+    env = from_sources(container, config_maps or {})
     resources = container.get("resources") or {}
     for entry in container.get("env", []):
         name = entry["name"]
@@ -167,6 +173,31 @@ def resolve_env(
         else:
             env[name] = ""  # secretKeyRef, or a ConfigMap not in these manifests: not known offline
     return env
+
+
+def from_sources(container: dict, config_maps: Mapping[str, dict]) -> dict[str, str]:
+    """What a container's `envFrom` gives it: each key of its ConfigMaps in `config_maps` (with the
+    source's prefix), the last source's value for a key in two; a key that is no environment
+    variable name skipped, as the kubelet does. A Secret, or a ConfigMap not in these manifests,
+    is not known offline: nothing."""
+    env: dict[str, str] = {}
+    for source in container.get("envFrom") or []:
+        ref = source.get("configMapRef") or {}
+        prefix = source.get("prefix", "")
+        for key, value in (config_maps.get(ref.get("name", "")) or {}).items():
+            if ENV_NAME.fullmatch(prefix + key):
+                env[prefix + key] = str(value)
+    return env
+
+
+def env_entries(container: dict, config_maps: Mapping[str, dict]) -> dict[str, dict]:
+    """A container's env entries by name as its kubelet sees them, unresolved: what its `envFrom`
+    gives as {name, value} entries, then its `env` entries over them (resolve_env's order; a
+    downward-API entry stays a `valueFrom`)."""
+    out = {name: {"name": name, "value": value} for name, value in from_sources(container, config_maps).items()}
+    for entry in container.get("env") or []:
+        out[entry["name"]] = entry
+    return out
 
 
 def jobs(docs: list[dict]) -> list[dict]:

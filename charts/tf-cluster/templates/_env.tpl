@@ -1,9 +1,17 @@
 {{/*
 The environment contract of a training container: what the launcher reads
 (TF_CLUSTER_*), TF_CONFIG, storage paths (incl. Vertex-style AIP_*), threads
-from the CPU limit and the legacy TF1 variables. A name the user sets in `env`
-replaces the chart's (no duplicate keys: Helm 4 rejects them); a role's `env`
-wins over the top-level `env`.
+from the CPU limit and the legacy TF1 variables, in two parts:
+- the run's environment ("tf-cluster.runEnv"): every value the same in every pod
+  of the run, stored once in the run's ConfigMap (tfconfig-configmap.yaml) with the
+  cluster spec, and given to both containers by `envFrom` (after the user's
+  `envFrom`: a key in two sources takes the last one's value, so the chart's wins
+  over the user's ConfigMaps as it did inline);
+- the pod's own ("tf-cluster.env"): its role, its index and what the downward API
+  gives, inline.
+A name the user sets in `env` replaces the chart's (inline entries win over
+`envFrom`; no duplicate keys: Helm 4 rejects them); a role's `env` wins over the
+top-level `env`.
 Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
        ($role: the role's effective settings, include "tf-cluster.role")
 */}}
@@ -13,40 +21,30 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- $roleName := .role -}}
 {{- $r := dict "context" $ctx "role" $roleName -}}
 {{- $traits := include "tf-cluster.traits" $r | fromJson -}}
-{{- $leader := include "tf-cluster.leaderRole" $ctx -}}
 {{- $env := list
   (dict "name" "TF_TASK_INDEX" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-completion-index']")))
   (dict "name" "TF_CLUSTER_ROLE" "value" $roleName)
   (dict "name" "TF_CLUSTER_NAMESPACE" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.namespace")))
   (dict "name" "TF_CLUSTER_POD_NAME" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.name")))
   (dict "name" "TF_CLUSTER_POD_UID" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.uid")))
-  (dict "name" "TF_CLUSTER_LEADER_JOB" "value" (include "tf-cluster.jobName" (dict "context" $ctx "role" $leader)))
   (dict "name" "TF_CLUSTER_STOP_WITH_LEADER" "value" (ternary "true" "false" (eq (include "tf-cluster.stopsWithLeader" $r) "true")))
   (dict "name" "TF_CLUSTER_WAIT_FOR_PEERS" "value" (ternary "true" "false" $traits.waitsForPeers))
-  (dict "name" "TF_CLUSTER_PEER_TIMEOUT" "value" (toString $v.launcher.peerTimeoutSeconds))
-  (dict "name" "TF_CLUSTER_POLL_SECONDS" "value" (toString $v.launcher.pollSeconds))
-  (dict "name" "TF_CLUSTER_STOP_GRACE" "value" (toString $v.launcher.stopGraceSeconds))
-  (dict "name" "TF_CLUSTER_FENCE_SECONDS" "value" (ternary (toString $v.nodeLoss.fenceCheckSeconds) "0" (and $v.nodeLoss.fence $v.rbac.create)))
-  (dict "name" "TF_CLUSTER_FENCE_AFTER" "value" (toString $v.nodeLoss.fenceAfterSeconds))
-  (dict "name" "TF_CLUSTER_SELF_FENCE" "value" (include "tf-cluster.selfFenceSeconds" $ctx))
-  (dict "name" "TF_CLUSTER_RESTARTS" "value" (ternary "true" "false" (eq (include "tf-cluster.restartsUncounted" $r) "true")))
-  (dict "name" "TF_CLUSTER_RELEASE_SELECTOR" "value" (printf "app.kubernetes.io/instance=%s" $ctx.Release.Name))
-  (dict "name" "TF_CLUSTER_STRATEGY" "value" $v.strategy)
-  (dict "name" "TF_USE_LEGACY_KERAS" "value" "1")
-  (dict "name" "PYTHONUNBUFFERED" "value" "1")
-  (dict "name" "HOME" "value" "/tmp")
 -}}
 {{- if include "tf-cluster.hasAgent" $r -}}
 {{- $env = append $env (dict "name" "TF_CLUSTER_AGENT_DIR" "value" "/opt/tf-cluster/agent") -}}
 {{- end -}}
-{{- $env = concat $env (include "tf-cluster.coordinatorEnv" $ctx | fromJsonArray) -}}
-{{- $env = concat $env (include "tf-cluster.metricsEnv" $ctx | fromJsonArray) -}}
-{{- if include "tf-cluster.setsTfConfig" $r -}}
-{{- $env = concat $env (include "tf-cluster.tfConfigEnv" (dict "context" $ctx "role" $roleName "index" "$(TF_TASK_INDEX)") | fromJsonArray) -}}
+{{- $program := not .chartOnly -}}{{- /* the agent sidecar runs no program: no exit-code rule, no exporter, no threads */ -}}
+{{- if $program -}}
+{{- $env = append $env (dict "name" "TF_CLUSTER_RESTARTS" "value" (ternary "true" "false" (eq (include "tf-cluster.restartsUncounted" $r) "true"))) -}}
 {{- end -}}
-{{- $env = concat $env (include "tf-cluster.storageEnv" $ctx | fromJsonArray) -}}
-{{- $env = concat $env (include "tf-cluster.packagesEnv" $ctx | fromJsonArray) -}}
-{{- if $v.threads.fromCpuLimit -}}
+{{- if and $v.metrics.enabled $program -}}
+{{- /* the failures of the pod's index before it (the annotation the Job controller sets with backoffLimitPerIndex; empty before the first failure) */ -}}
+{{- $env = append $env (dict "name" "TF_CLUSTER_INDEX_FAILURES" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-index-failure-count']"))) -}}
+{{- end -}}
+{{- if include "tf-cluster.setsTfConfig" $r -}}
+{{- $env = append $env (include "tf-cluster.tfConfigEntry" (dict "role" $roleName "index" "$(TF_TASK_INDEX)") | fromJson) -}}
+{{- end -}}
+{{- if and $v.threads.fromCpuLimit $program -}}
 {{- /* TF_NUM_INTEROP_THREADS is set by the launcher to max(2, intra-op): 1 deadlocks ParameterServer fit (measured, TF 2.21). */ -}}
 {{- $res := include "tf-cluster.containerResources" (dict "role" .spec "context" $ctx) | fromJson -}}
 {{- $cpu := "limits.cpu" -}}{{- /* without a CPU limit the downward API gives the node's cores */ -}}
@@ -57,33 +55,77 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- $env = append $env (dict "name" $name "valueFrom" (dict "resourceFieldRef" (dict "containerName" "tensorflow" "resource" $cpu "divisor" "1"))) -}}
 {{- end -}}
 {{- end -}}
-{{- if $v.legacyTF1.env -}}
+{{- if and $v.legacyTF1.env $program -}}
 {{- $env = concat $env (list
-  (dict "name" "PS_HOSTS" "value" (include "tf-cluster.hostList" (dict "context" $ctx "role" "ps")))
-  (dict "name" "WORKER_HOSTS" "value" (include "tf-cluster.hostList" (dict "context" $ctx "role" "worker")))
   (dict "name" "JOB_NAME" "value" $roleName)
   (dict "name" "TASK_INDEX" "value" "$(TF_TASK_INDEX)")) -}}
-{{- if gt (int (include "tf-cluster.replicas" (dict "context" $ctx "role" "chief"))) 0 -}}
-{{- $env = append $env (dict "name" "CHIEF_HOSTS" "value" (include "tf-cluster.hostList" (dict "context" $ctx "role" "chief"))) -}}
-{{- end -}}
 {{- end -}}
 {{- if .chartOnly -}}{{- /* the tf-cluster-agent sidecar: the chart's entries, none of the user's */ -}}
 {{- toYaml $env -}}
 {{- else -}}
-{{- $merge := dict "chart" $env "keep" (list "TF_TASK_INDEX") "top" $v.env "own" .spec.env -}}
+{{- $merge := dict "chart" $env "shared" (include "tf-cluster.runEnv" $ctx | fromJsonArray) "keep" (list "TF_TASK_INDEX") "top" $v.env "own" .spec.env -}}
 {{- include "tf-cluster.withUserEnv" $merge | fromJsonArray | toYaml -}}
 {{- end -}}
+{{- end -}}
+
+{{/* The run's environment, as a JSON list of {name, value}: every entry whose value is the same in
+     every pod of the run, whatever its role and index (nothing from the downward API, no `$(...)`:
+     `envFrom` values are not expanded). The run's ConfigMap holds it (tfconfig-configmap.yaml),
+     with TF_CLUSTER_SPEC, the cluster TF_CONFIG is composed from. */}}
+{{- define "tf-cluster.runEnv" -}}
+{{- $v := .Values -}}
+{{- $env := list
+  (dict "name" "TF_CLUSTER_LEADER_JOB" "value" (include "tf-cluster.jobName" (dict "context" . "role" (include "tf-cluster.leaderRole" .))))
+  (dict "name" "TF_CLUSTER_PEER_TIMEOUT" "value" (toString $v.launcher.peerTimeoutSeconds))
+  (dict "name" "TF_CLUSTER_POLL_SECONDS" "value" (toString $v.launcher.pollSeconds))
+  (dict "name" "TF_CLUSTER_STOP_GRACE" "value" (toString $v.launcher.stopGraceSeconds))
+  (dict "name" "TF_CLUSTER_FENCE_SECONDS" "value" (ternary (toString $v.nodeLoss.fenceCheckSeconds) "0" (and $v.nodeLoss.fence $v.rbac.create)))
+  (dict "name" "TF_CLUSTER_FENCE_AFTER" "value" (toString $v.nodeLoss.fenceAfterSeconds))
+  (dict "name" "TF_CLUSTER_SELF_FENCE" "value" (include "tf-cluster.selfFenceSeconds" .))
+  (dict "name" "TF_CLUSTER_RELEASE_SELECTOR" "value" (printf "app.kubernetes.io/instance=%s" .Release.Name))
+  (dict "name" "TF_CLUSTER_STRATEGY" "value" $v.strategy)
+  (dict "name" "TF_USE_LEGACY_KERAS" "value" "1")
+  (dict "name" "PYTHONUNBUFFERED" "value" "1")
+  (dict "name" "HOME" "value" "/tmp")
+-}}
+{{- $env = concat $env (include "tf-cluster.coordinatorEnv" . | fromJsonArray) -}}
+{{- if $v.metrics.enabled -}}
+{{- /* what the launcher's exporter needs (files/launcher.py, 6.): its port and its series' labels (release, run; the role and index it has already) */ -}}
+{{- $env = concat $env (list
+  (dict "name" "TF_CLUSTER_METRICS_PORT" "value" (toString $v.metrics.port))
+  (dict "name" "TF_CLUSTER_RELEASE" "value" .Release.Name)
+  (dict "name" "TF_CLUSTER_RUN" "value" (default "none" (include "tf-cluster.runSuffix" .)))) -}}
+{{- end -}}
+{{- $env = concat $env (include "tf-cluster.storageEnv" . | fromJsonArray) -}}
+{{- $env = concat $env (include "tf-cluster.packagesEnv" . | fromJsonArray) -}}
+{{- if $v.legacyTF1.env -}}
+{{- $env = concat $env (list
+  (dict "name" "PS_HOSTS" "value" (include "tf-cluster.hostList" (dict "context" . "role" "ps")))
+  (dict "name" "WORKER_HOSTS" "value" (include "tf-cluster.hostList" (dict "context" . "role" "worker")))) -}}
+{{- if gt (int (include "tf-cluster.replicas" (dict "context" . "role" "chief"))) 0 -}}
+{{- $env = append $env (dict "name" "CHIEF_HOSTS" "value" (include "tf-cluster.hostList" (dict "context" . "role" "chief"))) -}}
+{{- end -}}
+{{- end -}}
+{{- $env = append $env (dict "name" "TF_CLUSTER_SPEC" "value" (include "tf-cluster.clusterSpec" .)) -}}
+{{- toJson $env -}}
+{{- end -}}
+
+{{/* The run's environment as a pod's `envFrom` source: the run's ConfigMap. */}}
+{{- define "tf-cluster.runEnvFrom" -}}
+- configMapRef:
+    name: {{ include "tf-cluster.clusterSpecName" . }}
 {{- end -}}
 
 {{/* The chart's env entries under the user's, as a JSON list (no duplicate names: Helm 4 rejects
      them): the chart's entries whose name the user does not set (those in `keep` always stay), then
      the top-level `env` minus the names `own` sets, then `own` (a role's `env`, `notebook.env`).
      A PYTHONPATH value the user sets goes before the chart's, not instead of it (the packages the
-     image lacks, the notebook's launcher module): "<user's>:<chart's>".
-     Usage: include "tf-cluster.withUserEnv" (dict "chart" LIST "keep" LIST "top" LIST "own" LIST) */}}
+     image lacks, the notebook's launcher module): "<user's>:<chart's>", the chart's found in `chart`
+     or in `shared` (the run's environment, given by `envFrom`, which a user's entry overrides).
+     Usage: include "tf-cluster.withUserEnv" (dict "chart" LIST "shared" LIST "keep" LIST "top" LIST "own" LIST) */}}
 {{- define "tf-cluster.withUserEnv" -}}
 {{- $chartPath := "" -}}
-{{- range .chart -}}{{- if and (eq .name "PYTHONPATH") (hasKey . "value") -}}{{- $chartPath = .value -}}{{- end -}}{{- end -}}
+{{- range (concat .chart (default list .shared)) -}}{{- if and (eq .name "PYTHONPATH") (hasKey . "value") -}}{{- $chartPath = .value -}}{{- end -}}{{- end -}}
 {{- $own := list -}}
 {{- range (default list .own) -}}{{- $own = append $own (include "tf-cluster.userPythonPath" (dict "entry" . "chart" $chartPath) | fromJson) -}}{{- end -}}
 {{- $top := list -}}
@@ -140,22 +182,6 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
   (dict "name" "TF_CLUSTER_HEARTBEAT" "value" (include "tf-cluster.jobName" (dict "context" . "role" "chief")))
   (dict "name" "TF_CLUSTER_START_TIMEOUT" "value" (toString $n.startTimeoutSeconds))
   (dict "name" "TF_CLUSTER_HEARTBEAT_TIMEOUT" "value" (toString $n.heartbeatTimeoutSeconds)) -}}
-{{- end -}}
-{{- toJson $env -}}
-{{- end -}}
-
-{{/* With metrics.enabled, what the launcher's exporter needs (files/launcher.py, 6.): its port and
-     its series' labels (release, run; the role and index it has already), and the failures of the
-     pod's index before it (the annotation the Job controller sets with backoffLimitPerIndex; empty
-     before the first failure). JSON list; nothing without metrics. */}}
-{{- define "tf-cluster.metricsEnv" -}}
-{{- $env := list -}}
-{{- if .Values.metrics.enabled -}}
-{{- $env = list
-  (dict "name" "TF_CLUSTER_METRICS_PORT" "value" (toString .Values.metrics.port))
-  (dict "name" "TF_CLUSTER_RELEASE" "value" .Release.Name)
-  (dict "name" "TF_CLUSTER_RUN" "value" (default "none" (include "tf-cluster.runSuffix" .)))
-  (dict "name" "TF_CLUSTER_INDEX_FAILURES" "valueFrom" (dict "fieldRef" (dict "fieldPath" "metadata.annotations['batch.kubernetes.io/job-index-failure-count']"))) -}}
 {{- end -}}
 {{- toJson $env -}}
 {{- end -}}

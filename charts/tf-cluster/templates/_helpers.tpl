@@ -116,8 +116,9 @@ The run hash: 6 hex digits of the sha256 of what the release's Jobs run, i.e. ea
 present role's immutable Job spec with its pod template (_job.tpl's
 "tf-cluster.jobRunSpec": image, command, env, launcher checksum, service account,
 volumes, scheduling, restart policy ...), rendered with the placeholder run name
-"run", and the cluster spec the pods' TF_CONFIG is composed from (_tfconfig.tpl: it
-lives in a ConfigMap, not in the pod template). Nothing else counts: a new chart version, a label or
+"run", and the run's environment (_env.tpl "tf-cluster.runEnv": the values every pod shares,
+the cluster spec TF_CONFIG is composed from among them), which lives in a ConfigMap, not in the
+pod template. Nothing else counts: a new chart version, a label or
 a TensorBoard/NetworkPolicy/RBAC change that leaves every pod the same keeps the
 run. One hash for the whole release: its tasks address each other by Job name.
 Computed once per render (cached in .Values under a key the schema forbids users).
@@ -132,7 +133,7 @@ Computed once per render (cached in .Values under a key the schema forbids users
 {{- $specs = append $specs (printf "%s:\n%s" $role (include "tf-cluster.jobRunSpec" (dict "context" $probe "role" $role "policy" (include "tf-cluster.jobPolicy" $r | fromJson)))) -}}
 {{- end -}}
 {{- end -}}
-{{- $specs = append $specs (printf "tf-config:\n%s" (include "tf-cluster.clusterSpec" $probe)) -}}
+{{- $specs = append $specs (printf "tf-config:\n%s" (include "tf-cluster.runEnv" $probe)) -}}
 {{- $_ := set .Values "tfClusterRunHashCache" (join "\n---\n" $specs | sha256sum | trunc 6) -}}
 {{- end -}}
 {{- .Values.tfClusterRunHashCache -}}

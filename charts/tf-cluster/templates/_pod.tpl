@@ -105,10 +105,11 @@ spec:
       {{- end }}
       env:
         {{- include "tf-cluster.env" (dict "context" $ctx "role" $roleName "spec" $role) | nindent 8 }}
-      {{- with (concat (default list $v.envFrom) (default list $role.envFrom)) }}
       envFrom:
+        {{- with (concat (default list $v.envFrom) (default list $role.envFrom)) }}
         {{- toYaml . | nindent 8 }}
-      {{- end }}
+        {{- end }}
+        {{- include "tf-cluster.runEnvFrom" $ctx | nindent 8 }}
       {{- if or $traits.port $v.metrics.enabled }}
       ports:
         {{- if $traits.port }}
@@ -266,6 +267,8 @@ spec:
     - --agent
   env:
     {{- include "tf-cluster.env" (merge (dict "chartOnly" true) .) | nindent 4 }}
+  envFrom:
+    {{- include "tf-cluster.runEnvFrom" .context | nindent 4 }}
   {{- with $v.launcher.agent.resources }}
   resources:
     {{- toYaml . | nindent 4 }}

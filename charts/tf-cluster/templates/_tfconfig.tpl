@@ -11,16 +11,17 @@ form resolves through the pod's DNS search path; `tfConfig.fullyQualified`
 appends .<namespace>.svc.<clusterDomain>.
 
 Stored once per run: the cluster part lives in one immutable ConfigMap named like
-the run's Jobs (<fullname>-tf-config[-<run>], key `cluster`, tfconfig-configmap.yaml),
-and each pod composes its TF_CONFIG from it with Kubernetes dependent environment
-variables, so a pod carries a reference, not the cluster (O(N) bytes in etcd, not
-O(N²)):
-  TF_CLUSTER_SPEC  valueFrom configMapKeyRef <that ConfigMap>/cluster
+the run's Jobs (<fullname>-tf-config[-<run>], key TF_CLUSTER_SPEC,
+tfconfig-configmap.yaml, with the rest of the run's environment: _env.tpl), and each
+pod composes its TF_CONFIG from it with Kubernetes dependent environment variables,
+so a pod carries a reference, not the cluster (O(N) bytes in etcd, not O(N²)):
+  envFrom          configMapRef <that ConfigMap>   (TF_CLUSTER_SPEC among its keys)
   TF_CONFIG        {"cluster":$(TF_CLUSTER_SPEC),"task":{"type":<role>,"index":$(TF_TASK_INDEX)}}
-The kubelet expands both when the container starts: the program sees the same
-TF_CONFIG as when it was inline. The task index is not known at render time: the pod
-defines TF_TASK_INDEX from the `batch.kubernetes.io/job-completion-index` annotation
-first.
+A pod outside the Jobs (the notebook, the `helm test` pod) takes TF_CLUSTER_SPEC alone,
+by a configMapKeyRef ("tf-cluster.tfConfigEnv"). The kubelet expands TF_CONFIG when
+the container starts: the program sees the same TF_CONFIG as when it was inline. The
+task index is not known at render time: the pod defines TF_TASK_INDEX from the
+`batch.kubernetes.io/job-completion-index` annotation first.
 */}}
 
 {{/* Addresses of one role as a JSON list: <job>-<i>.<fullname>[.<ns>.svc.<domain>]:<port>. */}}
@@ -59,7 +60,7 @@ first.
 {{- end -}}
 
 {{/* TF_CONFIG of one role's pods as the program sees it, with the index left as $(TF_TASK_INDEX):
-     what the size check measures (the pods compose it, "tf-cluster.tfConfigEnv"). */}}
+     what the size check measures (the pods compose it, "tf-cluster.tfConfigEntry"). */}}
 {{- define "tf-cluster.tfConfig" -}}
 {{- printf "{\"cluster\":%s,\"task\":{\"type\":%s,\"index\":$(TF_TASK_INDEX)}}" (include "tf-cluster.clusterSpec" .context) (toJson .role) -}}
 {{- end -}}
@@ -70,14 +71,21 @@ first.
 {{- include "tf-cluster.jobName" (dict "context" . "role" "tf-config") -}}
 {{- end -}}
 
-{{/* The env entries that give a container its TF_CONFIG, as a JSON list: the cluster from the run's
-     ConfigMap, then TF_CONFIG composed from it. `index`: "$(TF_TASK_INDEX)" (a Job's pods) or a
-     number. Usage: include "tf-cluster.tfConfigEnv" (dict "context" $ "role" "worker" "index" "$(TF_TASK_INDEX)") */}}
+{{/* TF_CONFIG composed from TF_CLUSTER_SPEC (the run's ConfigMap's key, by `envFrom` or
+     "tf-cluster.tfConfigEnv"), as one JSON env entry. `index`: "$(TF_TASK_INDEX)" (a Job's pods) or a
+     number. Usage: include "tf-cluster.tfConfigEntry" (dict "role" "worker" "index" "$(TF_TASK_INDEX)") */}}
+{{- define "tf-cluster.tfConfigEntry" -}}
+{{- toJson (dict "name" "TF_CONFIG" "value" (printf "{\"cluster\":$(TF_CLUSTER_SPEC),\"task\":{\"type\":%s,\"index\":%s}}" (toJson .role) (toString .index))) -}}
+{{- end -}}
+
+{{/* The env entries that give a container outside the run's Jobs its TF_CONFIG, as a JSON list: the
+     cluster from the run's ConfigMap's one key, then TF_CONFIG composed from it.
+     Usage: include "tf-cluster.tfConfigEnv" (dict "context" $ "role" "worker" "index" "0") */}}
 {{- define "tf-cluster.tfConfigEnv" -}}
-{{- $ref := dict "configMapKeyRef" (dict "name" (include "tf-cluster.clusterSpecName" .context) "key" "cluster") -}}
+{{- $ref := dict "configMapKeyRef" (dict "name" (include "tf-cluster.clusterSpecName" .context) "key" "TF_CLUSTER_SPEC") -}}
 {{- toJson (list
   (dict "name" "TF_CLUSTER_SPEC" "valueFrom" $ref)
-  (dict "name" "TF_CONFIG" "value" (printf "{\"cluster\":$(TF_CLUSTER_SPEC),\"task\":{\"type\":%s,\"index\":%s}}" (toJson .role) (toString .index)))) -}}
+  (include "tf-cluster.tfConfigEntry" . | fromJson)) -}}
 {{- end -}}
 
 {{/*

@@ -6,7 +6,7 @@ an index's pod, wait out its backoff, count or ignore a failure, fail an index, 
 active pods, set a Job condition, tell the servers the leading Job finished). `local_cluster.py`
 turns the decisions into processes; the unit tests feed events by hand.
 
-    release = Release([JobSpec.from_manifest(doc) for doc in jobs])
+    release = Release([JobSpec.from_manifest(doc, manifests.config_maps(docs)) for doc in jobs])
     release.handle(Start(at=0))                          # [CreatePod(job, 0, 0), ...]
     release.handle(PodExited(job, 0, exit_code=137, at=5))  # [PodFailure(...), Backoff(...)]
     release.handle(Tick(at=15))                          # [CreatePod(job, 0, 1)]
@@ -44,9 +44,11 @@ task (exit 0 when Complete, 3 when Failed). The launchers do that; this module o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from .. import manifests
 
 DISRUPTION_TARGET = "DisruptionTarget"
 DEFAULT_BACKOFF_SECONDS = 10.0  # DefaultJobPodFailureBackOff
@@ -174,13 +176,16 @@ class JobSpec:
     stops_with_leader: bool = False  # TF_CLUSTER_STOP_WITH_LEADER
 
     @classmethod
-    def from_manifest(cls, doc: dict[str, Any]) -> JobSpec:
+    def from_manifest(cls, doc: dict[str, Any], config_maps: Mapping[str, dict] | None = None) -> JobSpec:
+        """`config_maps`: the rendered ConfigMaps' data by name (manifests.config_maps), where the
+        chart's pods find the run's environment (`envFrom`), the leader's name among it."""
         spec = doc["spec"]
         if spec.get("completionMode") != "Indexed":
             raise ValueError(f"Job {doc['metadata']['name']}: only Indexed Jobs are run here (the chart's kind)")
         completions = int(spec.get("completions", 1))
         container = spec["template"]["spec"]["containers"][0]
-        env = {e["name"]: e["value"] for e in container.get("env") or [] if "value" in e}
+        entries = manifests.env_entries(container, config_maps or {})
+        env = {name: e["value"] for name, e in entries.items() if "value" in e}
         rules = (spec.get("podFailurePolicy") or {}).get("rules") or []
         success = (spec.get("successPolicy") or {}).get("rules") or []
         optional = {k: spec.get(k) for k in ("backoffLimit", "backoffLimitPerIndex", "maxFailedIndexes")}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import manifests
 from ..errors import UsageError
 from ..manifests import Pod
 from . import leftovers, processes
@@ -107,7 +108,8 @@ class LocalCluster:
             leader_file=self.leader_file,
             poll_seconds=poll_seconds,
         )
-        specs = [JobSpec.from_manifest(d) for d in docs if d.get("kind") == "Job"]
+        maps = manifests.config_maps(docs)
+        specs = [JobSpec.from_manifest(d, maps) for d in docs if d.get("kind") == "Job"]
         self.release = Release(specs, backoff=restart_delay)
         self.jobs: list[LocalJob] = []
         for spec in specs:
