@@ -45,17 +45,18 @@ def test_render_is_byte_identical_to_its_golden_files(name, helm_major):
 @pytest.mark.parametrize("name", ["defaults", "notebook-coordinator"])
 def test_the_launcher_configmap_carries_the_charts_files_verbatim(name, helm_major):
     """The goldens name the launcher's files instead of holding them (update.py, elide_launcher):
-    the ConfigMap holds exactly launcher.py, every module of tf_cluster_launcher/ (and, with the
-    notebook, tf_cluster_notebook.py and the example notebooks) and every example trainer, byte for
-    byte, and the pods' launcher and trainers volumes map each key."""
+    the ConfigMap holds exactly launcher.py (and, with the notebook, tf_cluster_notebook.py and the
+    example notebooks) and every example trainer, the package's every module of
+    tf_cluster_launcher/, byte for byte; the pods mount launcher.py beside the package's directory
+    and the trainers volume maps each trainer."""
     import yaml
     from update import launcher_file
 
     docs = [d for d in yaml.safe_load_all(render(CASES[name], helm_major)) if d]
     (cm,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-launcher")]
+    (pkg,) = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith("-launcher-package")]
     files = ROOT / "charts" / "tf-cluster"
-    package = (files / "files" / "tf_cluster_launcher").glob("*.py")
-    want = {"launcher.py", *(f"tf_cluster_launcher.{p.name}" for p in package)}
+    want = {"launcher.py"}
     if name == "notebook-coordinator":
         want.add("tf_cluster_notebook.py")
     trainers = {f"trainers.{p.name}" for p in (files / "files" / "trainers").glob("*.py")}
@@ -63,12 +64,31 @@ def test_the_launcher_configmap_carries_the_charts_files_verbatim(name, helm_maj
     assert set(cm["data"]) == want | trainers | (notebooks if name == "notebook-coordinator" else set())
     for key, text in cm["data"].items():
         assert text == (files / launcher_file(key)).read_text(), f"{key} differs from {launcher_file(key)}"
+    # the package's ConfigMap: every module of tf_cluster_launcher/, one key each, byte for byte
+    assert set(pkg["data"]) == {p.name for p in (files / "files" / "tf_cluster_launcher").glob("*.py")}
+    for key, text in pkg["data"].items():
+        assert text == (files / launcher_file(key, package=True)).read_text(), key
     pods = [d["spec"]["template"]["spec"] for d in docs if d["kind"] == "Job"]
-    volumes = [v for pod in pods for v in pod["volumes"] if v["name"] == "launcher"]
-    assert volumes, "no Job mounts the launcher"
-    for v in volumes:
-        items = {i["key"]: i["path"] for i in v["configMap"]["items"]}
-        assert items == {k: launcher_file(k).removeprefix("files/") for k in want}
+    assert pods, "no Job"
+    for pod in pods:  # both whole, no items: launcher.py a subPath of one, the package the other
+        volumes = {v["name"]: v["configMap"] for v in pod["volumes"] if v["name"].startswith("launcher")}
+        assert volumes == {
+            "launcher": {"name": cm["metadata"]["name"]},
+            "launcher-package": {"name": pkg["metadata"]["name"]},
+        }
+        for c in [*pod["containers"], *pod.get("initContainers", [])]:
+            mounts = {m["mountPath"]: m for m in c["volumeMounts"] if m["name"].startswith("launcher")}
+            if c["name"] in ("tensorflow", "tf-cluster-agent", "packages"):
+                assert mounts == {
+                    "/opt/tf-cluster/launcher/launcher.py": {
+                        "name": "launcher", "mountPath": "/opt/tf-cluster/launcher/launcher.py",
+                        "subPath": "launcher.py", "readOnly": True,
+                    },
+                    "/opt/tf-cluster/launcher/tf_cluster_launcher": {
+                        "name": "launcher-package", "mountPath": "/opt/tf-cluster/launcher/tf_cluster_launcher",
+                        "readOnly": True,
+                    },
+                }, c["name"]  # fmt: skip
     for v in [v for pod in pods for v in pod["volumes"] if v["name"] == "trainers"]:
         items = {i["key"]: i["path"] for i in v["configMap"]["items"]}
         assert items == {k: launcher_file(k).removeprefix("files/trainers/") for k in trainers}

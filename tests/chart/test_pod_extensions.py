@@ -45,7 +45,8 @@ def test_extra_volumes_and_mounts_sit_beside_the_charts(helm_major):
         "mountPath": "/var/run/secrets/bucket",
         "readOnly": True,
     }
-    assert {"/tmp", "/opt/tf-cluster/launcher", "/mnt/data", "/mnt/checkpoints", "/mnt/logs"} <= set(mounts)
+    launcher = {"/opt/tf-cluster/launcher/launcher.py", "/opt/tf-cluster/launcher/tf_cluster_launcher"}
+    assert {"/tmp", *launcher, "/mnt/data", "/mnt/checkpoints", "/mnt/logs"} <= set(mounts)
 
 
 def test_a_roles_own_list_replaces_the_defaults_and_its_own_security_context_is_kept(helm_major):
@@ -61,6 +62,7 @@ def test_a_roles_own_list_replaces_the_defaults_and_its_own_security_context_is_
 def test_without_extensions_the_pod_has_only_the_charts_agent_and_packages(helm_major):
     spec = pod_spec(render({}, helm_major=helm_major), "worker")
     assert [c["name"] for c in spec["initContainers"]] == ["tf-cluster-agent", "packages"]
-    chart = {"tmp", "launcher", "trainers", "packages", "data", "checkpoints", "logs", "code", "dshm"}
+    chart = {"tmp", "launcher", "launcher-package", "trainers", "packages", "data", "checkpoints", "logs", "code"}
+    chart |= {"dshm"}
     chart |= {"tf-cluster-agent", "tf-cluster-token"}
     assert {v["name"] for v in spec["volumes"]} <= chart

@@ -14,6 +14,7 @@ from tf_cluster import ROOT, helm, manifests
 PS_EVAL = ROOT / "values-examples" / "parameter-server-evaluator.yaml"  # chief, worker, ps and evaluator
 MONITORING_API = "monitoring.coreos.com/v1"
 SCRAPE = {"prometheus.io/scrape": "true", "prometheus.io/port": "9464", "prometheus.io/path": "/metrics"}
+LAUNCHER_MAPS = ("-launcher", "-launcher-package")
 METRICS_ENV = ("TF_CLUSTER_METRICS_PORT", "TF_CLUSTER_RELEASE", "TF_CLUSTER_RUN", "TF_CLUSTER_INDEX_FAILURES")
 
 
@@ -150,7 +151,9 @@ def test_metrics_enabled_false_leaves_no_trace(helm_major):
         assert all(p["name"] != "metrics" for p in container(t).get("ports", [])), role
         assert not [k for k in t["metadata"]["annotations"] if k.startswith("prometheus.io/")], role
     assert len(training_policy(off)["spec"]["ingress"]) == 1
-    # beyond the launcher's own text (its ConfigMap), nothing mentions the exporter
-    rest = json.dumps([d for d in off if not (d["kind"] == "ConfigMap" and "launcher.py" in d.get("data", {}))])
+    # beyond the launcher's own text (its ConfigMaps: launcher.py's, its package's), nothing mentions the exporter
+    launchers = [d for d in off if d["kind"] == "ConfigMap" and d["metadata"]["name"].endswith(LAUNCHER_MAPS)]
+    assert len(launchers) == 2
+    rest = json.dumps([d for d in off if d not in launchers])
     for word in ("9464", "prometheus", "METRICS_PORT", '"metrics"'):
         assert word not in rest, word

@@ -63,21 +63,25 @@ def split(text: str) -> dict[str, str]:
 # ConfigMap's value of each is a line naming it (tests/chart/test_golden.py checks that the
 # ConfigMap carries each file verbatim).
 LAUNCHER_DOC = re.compile(
-    r"^# Source: [^/\n]+/templates/launcher-configmap\.yaml\n(?:.*\n)*?(?=---\n|\Z)", re.MULTILINE
+    r"^# Source: [^/\n]+/templates/launcher-(package-)?configmap\.yaml\n(?:.*\n)*?(?=---\n|\Z)", re.MULTILINE
 )
 LAUNCHER_FILE = re.compile(r"^  ([\w.]+\.py): \|\n(?:    .*\n|\n)+", re.MULTILINE)
 
 
-def launcher_file(key: str) -> str:
-    """The chart's file a launcher ConfigMap key holds: tf_cluster_launcher.task.py ->
-    files/tf_cluster_launcher/task.py."""
-    package, dot, module = key.partition(".")
-    return f"files/{package}/{module}" if dot and module != "py" else f"files/{key}"
+def launcher_file(key: str, package: bool = False) -> str:
+    """The chart's file a launcher ConfigMap key holds: trainers.mwms_fit.py ->
+    files/trainers/mwms_fit.py, launcher.py -> files/launcher.py; in the package's ConfigMap
+    (`package`), task.py -> files/tf_cluster_launcher/task.py."""
+    if package:
+        return f"files/tf_cluster_launcher/{key}"
+    folder, dot, name = key.partition(".")
+    return f"files/{folder}/{name}" if dot and name != "py" else f"files/{key}"
 
 
 def elide_launcher(text: str) -> str:
     def files(doc: re.Match[str]) -> str:
-        return LAUNCHER_FILE.sub(lambda m: f"  {m.group(1)}: <{launcher_file(m.group(1))}>\n", doc.group(0))
+        package = bool(doc.group(1))
+        return LAUNCHER_FILE.sub(lambda m: f"  {m.group(1)}: <{launcher_file(m.group(1), package)}>\n", doc.group(0))
 
     return LAUNCHER_DOC.sub(files, text)
 

@@ -34,9 +34,7 @@ image's own pip installs each module the image lacks into the pod's /opt/tf-clus
   volumeMounts:
     - name: tmp
       mountPath: /tmp
-    - name: launcher
-      mountPath: /opt/tf-cluster/launcher
-      readOnly: true
+    {{- include "tf-cluster.launcherMounts" . | nindent 4 }}
     - name: packages
       mountPath: {{ include "tf-cluster.packagesDir" . }}
 {{- end }}

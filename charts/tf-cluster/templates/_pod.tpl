@@ -276,9 +276,7 @@ spec:
   securityContext:
     {{- toYaml $v.securityContext | nindent 4 }}
   volumeMounts:
-    - name: launcher
-      mountPath: /opt/tf-cluster/launcher
-      readOnly: true
+    {{- include "tf-cluster.launcherMounts" . | nindent 4 }}
     - name: tf-cluster-agent
       mountPath: /opt/tf-cluster/agent
     - name: tf-cluster-token

@@ -22,9 +22,7 @@ packages the pod adds to its image (_packages.tpl) and the code.
 {{- define "tf-cluster.volumeMounts" -}}
 - name: tmp
   mountPath: /tmp
-- name: launcher
-  mountPath: /opt/tf-cluster/launcher
-  readOnly: true
+{{- include "tf-cluster.launcherMounts" . | nindent 0 }}
 - name: trainers
   mountPath: /opt/tf-cluster/trainers
   readOnly: true
@@ -60,8 +58,7 @@ packages the pod adds to its image (_packages.tpl) and the code.
   {{- else }}
   emptyDir: {}
   {{- end }}
-- name: launcher
-  {{- include "tf-cluster.launcherVolume" . | nindent 2 }}
+{{- include "tf-cluster.launcherVolumes" . | nindent 0 }}
 - name: trainers
   configMap:
     name: {{ $fullname }}-launcher
@@ -104,22 +101,30 @@ packages the pod adds to its image (_packages.tpl) and the code.
 {{- end }}
 {{- end -}}
 
-{{/* The launcher's ConfigMap as a volume at /opt/tf-cluster/launcher: launcher.py and its package,
-tf_cluster_launcher/ (a ConfigMap's key cannot hold a "/": the items put them in place). */}}
-{{- define "tf-cluster.launcherVolume" -}}
-configMap:
-  name: {{ include "tf-cluster.fullname" . }}-launcher
-  items:
-    - key: launcher.py
-      path: launcher.py
-    {{- range $path, $_ := .Files.Glob "files/tf_cluster_launcher/*.py" }}
-    - key: tf_cluster_launcher.{{ base $path }}
-      path: tf_cluster_launcher/{{ base $path }}
-    {{- end }}
-    {{- if .Values.notebook.enabled }}
-    - key: tf_cluster_notebook.py
-      path: tf_cluster_notebook.py
-    {{- end }}
+{{/* The launcher's two volumes, as a YAML list: its ConfigMap (launcher.py, the notebook's module)
+     and its package's (one key per module). Mounted by "tf-cluster.launcherMounts", without an
+     `items` list: a pod's spec (and its managedFields) names two ConfigMaps, not every module. */}}
+{{- define "tf-cluster.launcherVolumes" -}}
+- name: launcher
+  configMap:
+    name: {{ include "tf-cluster.fullname" . }}-launcher
+- name: launcher-package
+  configMap:
+    name: {{ include "tf-cluster.fullname" . }}-launcher-package
+{{- end }}
+
+{{/* Where a container finds the launcher, as a YAML list: /opt/tf-cluster/launcher/launcher.py (a
+     subPath of its ConfigMap) beside its package's directory, tf_cluster_launcher/ (the package's
+     ConfigMap whole: a volume cannot be mounted inside another ConfigMap's, which is read-only).
+     The notebook adds its module there (notebook.yaml). Usage: include "tf-cluster.launcherMounts" . */}}
+{{- define "tf-cluster.launcherMounts" -}}
+- name: launcher
+  mountPath: /opt/tf-cluster/launcher/launcher.py
+  subPath: launcher.py
+  readOnly: true
+- name: launcher-package
+  mountPath: /opt/tf-cluster/launcher/tf_cluster_launcher
+  readOnly: true
 {{- end }}
 
 {{/* The launcher's protocol (files/tf_cluster_launcher/__init__.py, PROTOCOL): what names its

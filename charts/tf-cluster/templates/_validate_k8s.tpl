@@ -96,7 +96,7 @@ Usage: include "tf-cluster.checkPodExtensions" (dict "context" $ "role" "worker"
 {{- $role := .role -}}
 {{- $spec := .spec -}}
 {{- $where := printf "roles.%s (or roleDefaults)" $role -}}
-{{- $chartVolumes := list "tmp" "launcher" "trainers" "packages" "data" "checkpoints" "logs" "code" "dshm" "tf-cluster-agent" "tf-cluster-token" -}}
+{{- $chartVolumes := list "tmp" "launcher" "launcher-package" "trainers" "packages" "data" "checkpoints" "logs" "code" "dshm" "tf-cluster-agent" "tf-cluster-token" -}}
 {{- $volumes := $chartVolumes -}}
 {{- range $vol := default list $spec.extraVolumes -}}
 {{- if has $vol.name $volumes -}}
