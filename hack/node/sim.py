@@ -25,6 +25,7 @@ Its binaries: hack/node/build.sh (the node's, and kwok), cached as the node's ar
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -468,6 +469,17 @@ class SimCluster:
     def etcd_db_bytes(self) -> int:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.etcd_port}/metrics", timeout=10) as r:
             return int(sum(counters(r.read().decode(), "etcd_mvcc_db_total_size_in_bytes").values()))
+
+    def etcd_value_bytes(self, key: str) -> int:
+        """The size of the value etcd stores under `key` (e.g. /registry/pods/<ns>/<name>: the API
+        server's protobuf of the object), read through etcd's v3 JSON gateway."""
+        body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.etcd_port}/v3/kv/range", data=body)
+        with urllib.request.urlopen(req, timeout=10) as r:
+            kvs = json.loads(r.read()).get("kvs") or []
+        if not kvs:
+            raise RuntimeError(f"etcd holds no {key}")
+        return len(base64.b64decode(kvs[0]["value"]))
 
     def audit(self, user: str, since: float = 0.0, until: float = float("inf")) -> list[dict]:
         """The audit events of `user`'s requests received in [since, until) (epoch seconds), one per

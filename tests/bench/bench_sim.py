@@ -183,7 +183,8 @@ def start_release(
         return {
             **dict(shape=shape, tasks=n, gang=gang, chart=chart_label, namespace=ns, release=release),
             **dict(helm_install_s=round(installed, 2), marks={"stopped": why}, curve=[]),
-            **dict(requests_total=None, endpointslices=None, pod_bytes=None, etcd_db_bytes=None),
+            **dict(requests_total=None, endpointslices=None, pod_api_bytes=None, pod_etcd_bytes=None),
+            **dict(etcd_db_bytes=None),
         }
     curve, marks = follow_pods(sim, ns, n, t0, f"{shape} N={n} gang={gang}")
     after = sim.apiserver_requests()
@@ -211,7 +212,10 @@ def start_release(
                 }
             )
     slices = client.DiscoveryV1Api(sim.api).list_namespaced_endpoint_slice(ns).items
-    pod_bytes = len(json.dumps(core.list_namespaced_pod(ns, limit=1, _preload_content=False).json()["items"][0]))
+    # one pod's size: the API server's JSON of it (what a GET returns) and the value etcd stores (protobuf)
+    pod = core.list_namespaced_pod(ns, limit=1).items[0].metadata.name
+    pod_api_bytes = len(sim.get(f"/api/v1/namespaces/{ns}/pods/{pod}").encode())
+    pod_etcd_bytes = sim.etcd_value_bytes(f"/registry/pods/{ns}/{pod}")
     return {
         "shape": shape,
         "tasks": n,
@@ -228,7 +232,8 @@ def start_release(
         "podgroups": groups,
         "endpointslices": len(slices),
         "endpoints": sum(len(s.endpoints or []) for s in slices),
-        "pod_bytes": pod_bytes,
+        "pod_api_bytes": pod_api_bytes,
+        "pod_etcd_bytes": pod_etcd_bytes,
         "etcd_db_bytes": sim.etcd_db_bytes(),
         "nodes_not_ready": sim.nodes_not_ready(),
     }
