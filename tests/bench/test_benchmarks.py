@@ -104,7 +104,8 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
         return {"tasks": n, "gang": gang, "chart": chart, "helm_install_s": 0.6, "marks": marks,
                 "requests_total": 6 * n,
                 "curve": [(0.0, 0, 0, 0), (n / 15, n, n, n)], "endpointslices": -(-n // 100),
-                "pod_api_bytes": 40960, "pod_etcd_bytes": 30720, "etcd_db_bytes": 89e6, "nodes_not_ready": 0}  # fmt: skip
+                "pod_api_bytes": 40960, "pod_etcd_bytes": 30720, "etcd_db_bytes": 89e6,
+                "nodes_not_ready": 0}  # fmt: skip
 
     def launchers(label: str, api: float, dns: float) -> dict:
         return {"shape": "ps", "size": 512, "launcher": label, "tasks": 32, "api_start_per_task": api,
