@@ -662,19 +662,20 @@ def bare_pods(job: dict) -> list[dict]:
     return out
 
 
-def floor_start(sim: SimCluster, shape: str, n: int) -> dict:
+def floor_start(sim: SimCluster, shape: str, n: int, gang: bool = False) -> dict:
     """The same release's pods without their Jobs, created at kube-controller-manager's client rate
     (FLOOR_QPS, FLOOR_BURST: its defaults, which the simulated cluster keeps), from 16 threads as its
     Job controller's concurrent creates: the time until all are created, bound and Running is the
     floor a start on this cluster cannot beat. The release's other objects (its ServiceAccount, the
-    TF_CONFIG ConfigMap, the Services) are created first, as helm install does."""
+    TF_CONFIG ConfigMap, the Services; with `gang` its PodGroup, which the bare pods name as the
+    release's do: the scheduler binds none until all exist) are created first, as helm install does."""
     from concurrent.futures import ThreadPoolExecutor
 
     from kubernetes import client, config
 
-    ns = f"floor-{shape}-{n}"
+    ns = f"floor-{shape}-{n}{'-gang' if gang else ''}"
     client.CoreV1Api(sim.api).create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(name=ns)))
-    docs = helm.parse(helm.Helm("4", namespace=ns).template("t", values_for(shape, n, gang=False)))
+    docs = helm.parse(helm.Helm("4", namespace=ns).template("t", values_for(shape, n, gang=gang)))
     jobs = [d for d in docs if d["kind"] == "Job"]
     rest = [d for d in docs if d["kind"] != "Job" and not d["metadata"].get("annotations", {}).get("helm.sh/hook")]
     cfg = client.Configuration()
@@ -698,7 +699,10 @@ def floor_start(sim: SimCluster, shape: str, n: int) -> dict:
         curve, marks = follow_pods(
             sim, ns, n, t0, f"floor {shape} N={n}", lambda: [f.result() for f in creating if f.done()]
         )
-    return {"shape": shape, "tasks": n, "qps": FLOOR_QPS, "burst": FLOOR_BURST, "marks": marks, "curve": curve}
+    return {
+        **dict(shape=shape, tasks=n, gang=gang, qps=FLOOR_QPS, burst=FLOOR_BURST),
+        **dict(marks=marks, curve=curve),
+    }
 
 
 def prepare(prefix: str) -> Path:
@@ -763,18 +767,15 @@ def kept_figures(args: argparse.Namespace, sizes: list[int]) -> dict:
     if args.launchers != "before,after":  # the starts are kept: only launchers are measured again
         return {"starts": kept["starts"], "floors": kept.get("floors", []), "launchers": launchers}
     starts = [s for s in kept["starts"] if not measured_again(s["shape"], s["gang"], s["tasks"])]
-    floors = [
-        f
-        for f in kept.get("floors", [])
-        if not any(measured_again(f["shape"], gang, f["tasks"]) for gang in (False, True))
-    ]
+    floors = [f for f in kept.get("floors", []) if not measured_again(f["shape"], f.get("gang", False), f["tasks"])]
     return {"starts": starts, "floors": floors, "launchers": launchers}
 
 
-def measure_floor(args: argparse.Namespace, work: Path, shape: str, n: int) -> dict:
-    say(f"{shape}, {n} tasks as bare pods (the floor): a new simulated cluster of {args.nodes} nodes")
+def measure_floor(args: argparse.Namespace, work: Path, shape: str, n: int, gang: bool) -> dict:
+    what = "in one gang " if gang else ""
+    say(f"{shape}, {n} tasks as bare pods {what}(the floor): a new simulated cluster of {args.nodes} nodes")
     with SimCluster(work / "cluster", nodes=args.nodes) as sim:
-        floor = floor_start(sim, shape, n)
+        floor = floor_start(sim, shape, n, gang)
     m = floor["marks"]
     say(f"  floor: all {n} created {m.get('created')}s, bound {m.get('bound')}s, Running {m.get('running')}s")
     return floor
@@ -842,9 +843,10 @@ def main() -> None:
     for n in sizes:
         # each release on a new cluster (one of 4096 tasks filled 1.8 GB of etcd's 2 GB quota while every
         # pod carried its TF_CONFIG; now the cluster is stored once per run)
-        for shape in ("mwms", "ps"):
-            if starts_measured and any(s in shapes for s in (shape, f"{shape}-gang")):
-                result["floors"].append(measure_floor(args, work, shape, n))
+        for shape, gang in (("mwms", False), ("mwms", True), ("ps", False), ("ps", True)):
+            # each start against the floor of its kind: a gang's pods are bound once all exist
+            if starts_measured and f"{shape}{'-gang' if gang else ''}" in shapes:
+                result["floors"].append(measure_floor(args, work, shape, n, gang))
                 save(args.out, result)
         for shape, gang in (("mwms", False), ("mwms", True), ("ps", False), ("ps", True)):
             if f"{shape}{'-gang' if gang else ''}" not in shapes:
@@ -875,7 +877,7 @@ def main() -> None:
 
 
 def print_starts(result: dict) -> None:
-    floors = {(f["shape"], f["tasks"]): f["marks"].get("running") for f in result["floors"]}
+    floors = {(f["shape"], f["tasks"], f.get("gang", False)): f["marks"].get("running") for f in result["floors"]}
     rows = [
         [
             s["shape"],
@@ -885,7 +887,7 @@ def print_starts(result: dict) -> None:
             s["marks"].get("created"),
             s["marks"].get("bound"),
             s["marks"].get("running", "stopped"),
-            floors.get((s["shape"], s["tasks"]), "-"),
+            floors.get((s["shape"], s["tasks"], s["gang"]), "-"),
             s["requests_total"],
             round(s["etcd_db_bytes"] / 1e6) if s["etcd_db_bytes"] is not None else "-",
         ]

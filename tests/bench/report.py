@@ -332,7 +332,8 @@ def kb(n: float | None) -> float | str:
 def simulated(d: dict) -> list[str]:
     """Thousands of tasks on the simulated cluster (bench_sim.py)."""
     refuse_unpublishable(d)
-    floors = {(f["shape"], f["tasks"]): f["marks"].get("running") for f in d.get("floors", [])}
+    # each start against the floor of its kind (bare pods, in one gang for a gang's start)
+    floors = {(f["shape"], f["tasks"], f.get("gang", False)): f["marks"].get("running") for f in d.get("floors", [])}
     starts = sorted(
         d["starts"], key=lambda s: (s["tasks"], s.get("shape", "mwms"), s["gang"], s.get("chart", "this") == "this")
     )
@@ -350,8 +351,8 @@ def simulated(d: dict) -> list[str]:
                 m.get("created", "-"),
                 m.get("bound", "-"),
                 m.get("running", "stopped: " + str(m.get("stopped"))),
-                floors.get((s.get("shape", "mwms"), s["tasks"]), "-"),
-                times_floor(m.get("running"), floors.get((s.get("shape", "mwms"), s["tasks"]))),
+                floors.get((s.get("shape", "mwms"), s["tasks"], s["gang"]), "-"),
+                times_floor(m.get("running"), floors.get((s.get("shape", "mwms"), s["tasks"], s["gang"]))),
                 round(rate, 1),
                 "-" if s["requests_total"] is None else s["requests_total"],
                 "-" if s["endpointslices"] is None else s["endpointslices"],
@@ -377,7 +378,8 @@ def simulated(d: dict) -> list[str]:
         "manager and scheduler keep their default client rate limits. *Floor*: on a new cluster of the same kind, "
         "the same release's pods as bare pods (no Job), created at kube-controller-manager's default client rate "
         f"({d['windows']['floor_qps']} a second, bursts of {d['windows']['floor_burst']}: the rate its Job "
-        "controller creates pods at) from 16 threads; *Running / floor*: the start's time until all pods ran, "
+        "controller creates pods at) from 16 threads, and for a gang's start in the same PodGroup (the scheduler "
+        "binds none until all exist); *Running / floor*: the start's time until all pods ran, "
         "as a multiple of that. Measured by `tests/bench/bench_sim.py` (`make bench-sim`).",
         "",
         md_table(

@@ -120,8 +120,9 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
     windows = {"start_limit_s": 600, "list_limit_s": 600, "steady_s": 1200, "fault_s": 420, "floor_qps": 20,
                "floor_burst": 30}  # fmt: skip
     data = {"nodes": 256, "node_pods": 32, "before": "254fea0", "chart_before": "a791f8d", "windows": windows,
-            "starts": [start(64, False), start(512, True), start(512, True, "a791f8d")],
-            "floors": [{"shape": "mwms", "tasks": 512, "marks": {"running": 25.6}}],
+            "starts": [start(64, False), start(512, False), start(512, True), start(512, True, "a791f8d")],
+            "floors": [{"shape": "mwms", "tasks": 512, "gang": True, "marks": {"running": 25.6}},
+                       {"shape": "mwms", "tasks": 512, "marks": {"running": 10.0}}],  # saved before floors had a gang
             "launchers": [launchers("before", 0.9, 1024.0), launchers("after", 3.1, 48.0)]}  # fmt: skip
     text = "\n".join(report.simulated(data))
     rows = [line for line in text.splitlines() if line.startswith("| ")]
@@ -130,6 +131,8 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
         "| 3072 | 6 | 40.00 | 30.00 | 89 | 0 |"  # the pod: 40 KB as the API's JSON, 30 KB in etcd
     )
     assert mwms in rows
+    # each start against the floor of its kind: the gang's above, the bare pods' (no gang) here
+    assert mwms.replace("| on |", "| off |").replace("| 25.60 | 1.33x |", "| 10.00 | 3.41x |") in rows
     before = mwms.replace("once per run", "in every pod (a791f8d)")
     assert rows.index(before) == rows.index(mwms) - 1, "the earlier chart's row comes first"
     assert "with the chart of a791f8d" in text
