@@ -50,7 +50,9 @@ def as_task(path: Path, settle: float) -> tuple[multiprocessing.Process, Connect
             raise SystemExit(1) from e
         tell.send("settled")
 
-    proc = multiprocessing.get_context("fork").Process(target=task)
+    proc = multiprocessing.get_context("fork").Process(
+        target=task, daemon=True
+    )  # a failed test does not wait for it at exit
     proc.start()
     return proc, said
 

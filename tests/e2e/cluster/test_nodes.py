@@ -654,8 +654,8 @@ def fencers_on_one_node(tmp_path: Path, release: str) -> Path:
     return spread(tmp_path, release, roles=roles, roleDefaults={"tolerations": tolerate}, scheduling=scheduling)
 
 
-# CI runs the leader's node killed with a fencer left ([kill] above); this one, both fencers lost
-# with it, runs in `make check-all` (~6 min)
+# CI loses the MultiWorkerMirrored leader's node with a fencer left (the cut-off scenario below; the
+# [kill] above is `make check-all`'s); this one, both fencers lost with it, runs in `make check-all` (~6 min)
 @pytest.mark.extended
 def test_both_fencers_node_lost_without_any_spread_a_task_on_another_node_fences_them(api, ns, tmp_path, lost_nodes):
     """Issue 43: the fencers (the chief and worker 0 of a MultiWorkerMirrored release) share a node,
@@ -852,7 +852,7 @@ def test_draining_a_node_moves_its_tasks_and_training_resumes_without_counting_f
     assert resumed and resumed[-1] >= 2
 
 
-# CI covers the fence on a lost node under MultiWorkerMirrored (its kill variant) and a lost
+# CI covers the fence on a lost node under MultiWorkerMirrored (the cut-off scenario below) and a lost
 # ParameterServer worker tolerated by the coordinator (test_cluster: a deleted ParameterServer worker)
 @pytest.mark.extended
 def test_a_parameter_server_worker_node_killed_mid_run_is_fenced_and_the_coordinator_reconnects(
@@ -929,7 +929,8 @@ def test_a_parameter_server_worker_node_killed_mid_run_is_fenced_and_the_coordin
     model_exported(api, ns, release)
 
 
-# CI covers the leader's node lost under MultiWorkerMirrored ([kill] above); this one runs in `make check-all`
+# CI covers the leader's node lost under MultiWorkerMirrored (the cut-off scenario above); this one runs
+# in `make check-all`
 @pytest.mark.extended
 def test_a_parameter_server_chief_and_ps_node_killed_mid_run_both_are_replaced_and_the_run_resumes(
     api, ns, tmp_path, lost_node
