@@ -45,6 +45,8 @@ STANDS_IN_FOR = (TRAINER_IMAGE, "tensorflow/tensorflow")
 IMAGE_PATHS = {  # what the chart mounts (and the trainer image holds) -> where this package has it
     "/opt/tf-cluster/trainers": CHART / "files" / "trainers",
 }
+# where the chart puts the launcher: launcher.py (a subPath of its ConfigMap) beside its package's
+# folder (the package's ConfigMap); this package's chart files hold both, in that layout
 LAUNCHER_MOUNT = "/opt/tf-cluster/launcher"
 SANDBOX = Path(__file__).with_name("sandbox.py")
 POD_VENV = "/opt/venv"  # images/Dockerfile.j2: the image's Python environment
@@ -261,9 +263,16 @@ class TaskMaker:
             readonly, private = bool(m.get("readOnly")), False
             if m["mountPath"] in IMAGE_PATHS:  # the chart's trainers: this package's copy, mounted above
                 continue
-            if m["mountPath"] == LAUNCHER_MOUNT:
-                local, readonly = CHART / "files", True
-            elif "persistentVolumeClaim" in vol:
+            if m["mountPath"] == LAUNCHER_MOUNT or m["mountPath"].startswith(LAUNCHER_MOUNT + "/"):
+                if not any(x.target == LAUNCHER_MOUNT for x in out):  # one stand-in for the launcher's mounts
+                    out.append(Mount(LAUNCHER_MOUNT, str(CHART / "files"), True, False, "launcher"))
+                continue
+            if m.get("subPath"):
+                raise UsageError(
+                    f"run-local cannot mount {m['name']} at {m['mountPath']} with a subPath ({m['subPath']}): "
+                    "mount the volume whole, or try it on a cluster"
+                )
+            if "persistentVolumeClaim" in vol:
                 local = self.workdir / "volumes" / vol["persistentVolumeClaim"]["claimName"]
             elif "configMap" in vol:
                 local, readonly = self.workdir / "configmaps" / vol["configMap"]["name"], True
