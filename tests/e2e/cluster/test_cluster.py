@@ -76,12 +76,14 @@ def pods_of(api, ns, job_substr: str):
 
 
 def tf_cluster_of(core, ns: str, container) -> dict:
-    """TF_CONFIG's cluster of a live pod's container: the run's ConfigMap its TF_CLUSTER_SPEC names (the
-    chart stores the cluster once per run; the kubelet composes TF_CONFIG from it)."""
+    """TF_CONFIG's cluster of a live pod's container: TF_CLUSTER_SPEC in the run's ConfigMap, which the
+    container takes by envFrom (the chart stores the run's environment once; the kubelet composes
+    TF_CONFIG from it)."""
     import json
 
-    (ref,) = [e.value_from.config_map_key_ref for e in container.env if e.name == "TF_CLUSTER_SPEC"]
-    return json.loads(core.read_namespaced_config_map(ref.name, ns).data[ref.key])
+    maps = [core.read_namespaced_config_map(s.config_map_ref.name, ns) for s in container.env_from if s.config_map_ref]
+    (spec,) = [m.data["TF_CLUSTER_SPEC"] for m in maps if "TF_CLUSTER_SPEC" in (m.data or {})]
+    return json.loads(spec)
 
 
 def log(api, ns, pod_name: str, container: str | None = None) -> str:
