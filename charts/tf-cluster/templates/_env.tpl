@@ -63,7 +63,8 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- if .chartOnly -}}{{- /* the tf-cluster-agent sidecar: the chart's entries, none of the user's */ -}}
 {{- toYaml $env -}}
 {{- else -}}
-{{- $merge := dict "chart" $env "shared" (include "tf-cluster.runEnv" $ctx | fromJsonArray) "keep" (list "TF_TASK_INDEX") "top" $v.env "own" .spec.env -}}
+{{- /* the chart's PYTHONPATH, which a user's goes before, is the run's (envFrom): packagesEnv's */ -}}
+{{- $merge := dict "chart" $env "shared" (include "tf-cluster.packagesEnv" $ctx | fromJsonArray) "keep" (list "TF_TASK_INDEX") "top" $v.env "own" .spec.env -}}
 {{- include "tf-cluster.withUserEnv" $merge | fromJsonArray | toYaml -}}
 {{- end -}}
 {{- end -}}
