@@ -22,7 +22,13 @@ nodes, the real CoreDNS with the addon's Corefile). Three benchmarks, figures in
    with this checkout's launcher and with an older one (--before REV, default 254fea0: the launcher
    before peers were watched and the leader followed by a watch), in the same windows.
 
-    .venv/bin/python tests/bench/bench_sim.py [--sizes 64,512,4096] [--shapes ...] [--before REV]
+Each floor, start and launchers' run is a part saved on its own as it ends (sim_parts.py: under
+tests/bench/measured/sim/, committed, with a fingerprint of the code it measured): a run measures what
+is missing or was measured with other code, as much as fits --minutes, and assembles
+build/bench/sim.json from today's parts; the whole takes ~7 h on 2 cores, so it is measured in sittings.
+
+    .venv/bin/python tests/bench/bench_sim.py --plan                  # what is measured, what is left
+    .venv/bin/python tests/bench/bench_sim.py [--minutes 90] [--sizes 64,512,4096] [--shapes ...]
     .venv/bin/python tests/bench/bench_sim.py --smoke --out sim-smoke --sizes 64 --shapes mwms
 """
 
@@ -43,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import sim_audit
+import sim_parts
 from benchlib import OUT, chart_at, launcher_at, save, say, table
 
 from tf_cluster import CHART, ROOT, helm
@@ -722,12 +729,25 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--sample", type=int, default=32, help="launcher processes per release")
     ap.add_argument("--nodes", type=int, default=256)
     ap.add_argument("--skip-launchers", action="store_true")
-    ap.add_argument("--out", default="sim")
+    ap.add_argument(
+        "--out",
+        default="sim",
+        help="build/bench/OUT.json; the parts of any OUT but sim go to build/bench/OUT-parts/, not the committed ones",
+    )
     ap.add_argument("--launchers", default="before,after", help="whose launchers: before, after")
     ap.add_argument(
         "--shapes", default="mwms,mwms-gang,ps,ps-gang", help="which releases: mwms, mwms-gang, ps, ps-gang"
     )
-    ap.add_argument("--append", action="store_true", help="keep the saved figures of the sizes not measured now")
+    ap.add_argument("--again", action="store_true", help="measure the parts asked for even if saved with today's code")
+    ap.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="measure only the parts that fit in this many minutes (at their limits); the rest wait for a later run",
+    )
+    ap.add_argument(
+        "--plan", action="store_true", help="say what is measured already and what is left; measure nothing"
+    )
     ap.add_argument(
         "--chart-before",
         default="a791f8d",
@@ -748,29 +768,6 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def kept_figures(args: argparse.Namespace, sizes: list[int]) -> dict:
-    """With --append, the saved figures of what is not measured again now."""
-    previous = OUT / f"{args.out}.json"
-    if not (args.append and previous.is_file()):
-        return {"starts": [], "floors": [], "launchers": []}
-    kept = json.loads(previous.read_text())
-    again = set(args.shapes.split(","))
-
-    def measured_again(shape: str, gang: bool, n: int) -> bool:
-        return n in sizes and f"{shape}{'-gang' if gang else ''}" in again
-
-    launchers = [
-        r
-        for r in kept["launchers"]
-        if not (measured_again(r["shape"], False, r["size"]) and r["launcher"].split()[0] in args.launchers)
-    ]
-    if args.launchers != "before,after":  # the starts are kept: only launchers are measured again
-        return {"starts": kept["starts"], "floors": kept.get("floors", []), "launchers": launchers}
-    starts = [s for s in kept["starts"] if not measured_again(s["shape"], s["gang"], s["tasks"])]
-    floors = [f for f in kept.get("floors", []) if not measured_again(f["shape"], f.get("gang", False), f["tasks"])]
-    return {"starts": starts, "floors": floors, "launchers": launchers}
-
-
 def measure_floor(args: argparse.Namespace, work: Path, shape: str, n: int, gang: bool) -> dict:
     what = "in one gang " if gang else ""
     say(f"{shape}, {n} tasks as bare pods {what}(the floor): a new simulated cluster of {args.nodes} nodes")
@@ -781,99 +778,126 @@ def measure_floor(args: argparse.Namespace, work: Path, shape: str, n: int, gang
     return floor
 
 
-def measure_launchers(
-    args: argparse.Namespace, sim: SimCluster, start: dict, launchers: dict[str, Path], work: Path, windows: Windows
-) -> list[dict]:
-    """Each launcher's four windows in the release `start` started (gang off)."""
+def measure_launcher(
+    args: argparse.Namespace, sim: SimCluster, start: dict, label: str, launcher: Path, work: Path, windows: Windows
+) -> dict:
+    """One launcher's four windows in the release `start` started (gang off)."""
     shape, n = start["shape"], start["tasks"]
-    out = []
-    for label, launcher in launchers.items():
-        if label not in args.launchers.split(","):
+    # the earlier launcher fenced from every task, LISTing all the release's pods every
+    # 10 s: ~500 MB each at 4096 tasks, more than this machine's API server can hold
+    # for 32 tasks; there it runs without the fence (the table says so)
+    fence = not (label == "before" and n > 1024)
+    env = {} if fence else {"TF_CLUSTER_FENCE_SECONDS": "0"}
+    if label == "before":
+        # it predates the tf-cluster-agent sidecar: it ran in the training container, with the
+        # token (given the agent's folder, sim.py would run it as an agent it cannot be, and
+        # take its token away: it then asked nothing at all)
+        env["TF_CLUSTER_AGENT_DIR"] = ""
+    say(f"  launchers ({label}, {shape}, {n} tasks{'' if fence else ', fence off'})")
+    res = run_launchers(
+        sim, start["namespace"], launcher, min(args.sample, n), work / f"l-{shape}-{label}", windows, env
+    )
+    res.update(shape=shape, size=n, launcher=label if fence else label + " (fence off)")
+    steady, fault = res["steady"], res["fault"]
+    say(
+        f"    per task: start {res['api_start_per_task']} API request(s), {res['dns_start_per_task']} DNS "
+        f"queries; first LIST {res['list']['requests']} request(s), {res['list']['bytes'] / 1e6:.1f} MB; "
+        f"steady {steady['per_task_min']} API request(s)/min ({steady['renewals']} watch renewals), "
+        f"{steady['dns_per_task_min']} DNS queries/min; fault: fencers {fault['fencer_requests_per_task']}, "
+        f"followers {fault['follower_requests_per_task']} request(s) each, pod Failed at {fault.get('failed_s')} s"
+    )
+    return res
+
+
+def measure_group(
+    args: argparse.Namespace, store: sim_parts.Store, parts: list, work: Path, charts: dict, launchers: dict, windows
+) -> None:
+    """A release's parts in one sitting: its floor on a cluster of its own, each start on a new cluster,
+    the launchers' parts in this chart's start's; each part saved as soon as it is measured."""
+    for part in (p for p in parts if p.kind != "launchers"):
+        if part.kind == "floor":
+            store.save(part, measure_floor(args, work, part.shape, part.tasks, part.gang))
             continue
-        # the earlier launcher fenced from every task, LISTing all the release's pods every
-        # 10 s: ~500 MB each at 4096 tasks, more than this machine's API server can hold
-        # for 32 tasks; there it runs without the fence (the table says so)
-        fence = not (label == "before" and n > 1024)
-        env = {} if fence else {"TF_CLUSTER_FENCE_SECONDS": "0"}
-        if label == "before":
-            # it predates the tf-cluster-agent sidecar: it ran in the training container, with the
-            # token (given the agent's folder, sim.py would run it as an agent it cannot be, and
-            # take its token away: it then asked nothing at all)
-            env["TF_CLUSTER_AGENT_DIR"] = ""
-        say(f"  launchers ({label}, {shape}, {n} tasks{'' if fence else ', fence off'})")
-        res = run_launchers(
-            sim, start["namespace"], launcher, min(args.sample, n), work / f"l-{shape}-{label}", windows, env
-        )
-        res.update(shape=shape, size=n, launcher=label if fence else label + " (fence off)")
-        out.append(res)
-        steady, fault = res["steady"], res["fault"]
-        say(
-            f"    per task: start {res['api_start_per_task']} API request(s), {res['dns_start_per_task']} DNS "
-            f"queries; first LIST {res['list']['requests']} request(s), {res['list']['bytes'] / 1e6:.1f} MB; "
-            f"steady {steady['per_task_min']} API request(s)/min ({steady['renewals']} watch renewals), "
-            f"{steady['dns_per_task_min']} DNS queries/min; fault: fencers {fault['fencer_requests_per_task']}, "
-            f"followers {fault['follower_requests_per_task']} request(s) each, pod Failed at {fault.get('failed_s')} s"
-        )
-    return out
+        shape, n, gang = part.shape, part.tasks, part.gang
+        chart = "" if part.chart == "this" else f", chart {part.chart}"
+        say(f"{shape}, {n} tasks, gang {'on' if gang else 'off'}{chart}: a new simulated cluster of {args.nodes} nodes")
+        with SimCluster(work / "cluster", nodes=args.nodes) as sim:
+            start = start_release(sim, shape, n, gang, chart=charts[part.chart], chart_label=part.chart)
+            m = start["marks"]
+            say(
+                f"  all {n} created {m.get('created')}s, bound {m.get('bound')}s, Running {m.get('running')}s; "
+                f"{start['requests_total']} API requests; etcd {(start['etcd_db_bytes'] or 0) / 1e6:.0f} MB"
+            )
+            store.save(part, start)
+            if part.chart != "this":
+                continue
+            runs = [p for p in parts if p.kind == "launchers"]
+            if "stopped" in m and runs:
+                say(f"  no launchers in a release that did not start: {', '.join(p.name for p in runs)} left")
+                continue
+            for run in runs:
+                store.save(
+                    run, measure_launcher(args, sim, start, run.launcher, launchers[run.launcher], work, windows)
+                )
 
 
 def main() -> None:
     args = parse_args()
     windows = Windows(steady=SMOKE_STEADY_S, smoke=True) if args.smoke else Windows()
+    setup = {
+        "nodes": args.nodes,
+        "node_pods": 32,
+        "sample": args.sample,
+        "before": args.before,
+        "chart_before": args.chart_before,
+        "windows": windows.saved(),
+        **({"smoke": True} if args.smoke else {}),
+    }
+    folder = sim_parts.MEASURED if args.out == "sim" else OUT / f"{args.out}-parts"
+    store = sim_parts.Store(folder, setup)
+    groups = sim_parts.plan(
+        [int(x) for x in args.sizes.split(",")],
+        set(args.shapes.split(",")),
+        [] if args.skip_launchers else [x for x in ("before", "after") if x in args.launchers.split(",")],
+        args.chart_before,
+        [int(x) for x in args.chart_before_sizes.split(",") if x],
+    )
+    todo = [(g, store.to_measure(g, args.again)) for g in groups]
+    todo = [(g, parts) for g, parts in todo if parts]
+    done = sum(len(g) for g in groups) - sum(len(p) for _, p in todo)
+    stale = [p.name for _, parts in todo for p in parts if store.stale(p)]
+    minutes = sum(p.minutes(setup["windows"]) for _, parts in todo for p in parts)
+    say(
+        f"{done} part(s) measured already with today's code ({store.print}), {sum(len(p) for _, p in todo)} to "
+        f"measure (at most ~{minutes / 60:.1f} h)" + (f"; saved with other code: {', '.join(stale)}" if stale else "")
+    )
+    if args.plan:
+        for _, parts in todo:
+            need = sum(p.minutes(setup["windows"]) for p in parts)
+            say(f"  {', '.join(p.name for p in parts)}: at most ~{need:.0f} min")
+        return
     work = prepare("tf-cluster-sim-")
     # this checkout's, as it was when the run began
     launchers = {
         "before": launcher_at(args.before, work),
         "after": Path(shutil.copytree(LAUNCHER.parent, work / "launcher-this")) / "launcher.py",
     }
-    sizes = [int(x) for x in args.sizes.split(",")]
-    chart_before_sizes = [int(x) for x in args.chart_before_sizes.split(",") if x]
-    chart_before = chart_at(args.chart_before, work)
-    result: dict = {
-        "nodes": args.nodes,
-        "node_pods": 32,
-        "before": args.before,
-        "chart_before": args.chart_before,
-        "windows": windows.saved(),
-        **({"smoke": True} if args.smoke else {}),
-        **kept_figures(args, sizes),
-    }
-    shapes = args.shapes.split(",")
-    starts_measured = not args.append or args.launchers == "before,after"  # else the saved starts stay
-    for n in sizes:
-        # each release on a new cluster (one of 4096 tasks filled 1.8 GB of etcd's 2 GB quota while every
-        # pod carried its TF_CONFIG; now the cluster is stored once per run)
-        for shape, gang in (("mwms", False), ("mwms", True), ("ps", False), ("ps", True)):
-            # each start against the floor of its kind: a gang's pods are bound once all exist
-            if starts_measured and f"{shape}{'-gang' if gang else ''}" in shapes:
-                result["floors"].append(measure_floor(args, work, shape, n, gang))
-                save(args.out, result)
-        for shape, gang in (("mwms", False), ("mwms", True), ("ps", False), ("ps", True)):
-            if f"{shape}{'-gang' if gang else ''}" not in shapes:
-                continue
-            if n in chart_before_sizes and starts_measured:
-                say(f"{shape}, {n} tasks, gang {'on' if gang else 'off'}, chart {args.chart_before}: a new cluster")
-                with SimCluster(work / "cluster", nodes=args.nodes) as sim:
-                    start = start_release(sim, shape, n, gang, chart=chart_before, chart_label=args.chart_before)
-                    result["starts"].append(start)
-                    save(args.out, result)
-            say(f"{shape}, {n} tasks, gang {'on' if gang else 'off'}: a new simulated cluster of {args.nodes} nodes")
-            with SimCluster(work / "cluster", nodes=args.nodes) as sim:
-                start = start_release(sim, shape, n, gang)
-                if starts_measured:
-                    result["starts"].append(start)
-                m = start["marks"]
-                say(
-                    f"  all {n} created {m.get('created')}s, bound {m.get('bound')}s, Running {m.get('running')}s; "
-                    f"{start['requests_total']} API requests; etcd {(start['etcd_db_bytes'] or 0) / 1e6:.0f} MB"
-                )
-                save(args.out, result)
-                if gang or args.skip_launchers or "stopped" in start["marks"]:
-                    continue
-                result["launchers"] += measure_launchers(args, sim, start, launchers, work, windows)
-                save(args.out, result)
+    charts = {"this": CHART, args.chart_before: chart_at(args.chart_before, work)}
+    deadline = None if args.minutes is None else time.time() + args.minutes * 60
+    for _, parts in todo:
+        left = float("inf") if deadline is None else (deadline - time.time()) / 60
+        fit = sim_parts.fitting(parts, setup["windows"], left)
+        if len(fit) < len(parts):
+            rest = parts[len(fit) :]
+            say(f"left for a later run: {', '.join(p.name for p in rest)} ({max(0.0, left):.0f} min left)")
+        if fit:
+            measure_group(args, store, fit, work, charts, launchers, windows)
+        save(args.out, store.assembled(groups))
+    result = store.assembled(groups)
     save(args.out, result)
     print_starts(result)
+    if result["missing"]:
+        say(f"not measured yet ({len(result['missing'])}): {', '.join(result['missing'])}; run it again to go on")
 
 
 def print_starts(result: dict) -> None:

@@ -18,6 +18,7 @@ import bench_render  # noqa: E402
 import benchlib  # noqa: E402
 import report  # noqa: E402
 import sim_audit  # noqa: E402
+import sim_parts  # noqa: E402
 
 
 def test_marks_are_read_from_pod_logs_with_kubelet_timestamps_and_the_last_of_each_wins():
@@ -150,6 +151,84 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
         report.simulated({**data, "smoke": True})
     with pytest.raises(SystemExit, match="predate"):
         report.simulated({k: v for k, v in data.items() if k != "windows"})
+
+
+def parts_root(tmp_path: Path) -> Path:
+    """A tree with every file the benchmark's fingerprint reads (one file in each folder)."""
+    root = tmp_path / "repo"
+    for name in sim_parts.FINGERPRINTED:
+        path = root / name
+        if (ROOT / name).is_dir():
+            path.mkdir(parents=True)
+            (path / "a.txt").write_text(name)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(name)
+    return root
+
+
+def test_a_saved_part_counts_only_while_what_it_measured_is_unchanged(tmp_path):
+    """bench_sim.py's parts: one measured with other code (a chart template, the simulated cluster) or
+    another setup (its windows) is measured again; a change elsewhere in the repository keeps it."""
+    root = parts_root(tmp_path)
+    setup = {"nodes": 256, "windows": {"steady_s": 1200}}
+    store = sim_parts.Store(tmp_path / "parts", setup, root)
+    part = sim_parts.Part("floor", "mwms", 64)
+    store.save(part, {"shape": "mwms", "tasks": 64, "marks": {"running": 3.2}})
+    assert store.load(part)["figures"]["marks"] == {"running": 3.2}
+    (root / "README.md").write_text("docs")
+    assert sim_parts.Store(tmp_path / "parts", setup, root).load(part) is not None
+    (root / "charts/tf-cluster/templates/a.txt").write_text("another template")
+    changed = sim_parts.Store(tmp_path / "parts", setup, root)
+    assert changed.load(part) is None and changed.stale(part)
+    assert sim_parts.Store(tmp_path / "parts", {**setup, "windows": {"steady_s": 180}}, root).print != changed.print
+    (root / "hack/node/sim.py").write_text("another cluster")
+    assert sim_parts.Store(tmp_path / "parts", setup, root).print != changed.print
+
+
+def test_the_benchmark_resumes_by_parts_and_assembles_only_todays(tmp_path):
+    """The plan groups a release's floor, starts and the launchers measured in its start's cluster; a
+    group with any part missing measures its floor and starts again (a start is compared with its floor,
+    the launchers need its cluster) and only its missing launchers; what report.py reads holds today's
+    parts and names the missing ones, and the report publishes no table while any is."""
+    root = parts_root(tmp_path)
+    groups = sim_parts.plan([64], {"mwms", "mwms-gang"}, ["before", "after"], "a791f8d", [64])
+    assert [[p.name for p in g] for g in groups] == [
+        [
+            "floor-mwms-64-nogang",
+            "start-mwms-64-nogang-chart-a791f8d",
+            "start-mwms-64-nogang",
+            "launchers-mwms-64-before",
+            "launchers-mwms-64-after",
+        ],
+        ["floor-mwms-64-gang", "start-mwms-64-gang-chart-a791f8d", "start-mwms-64-gang"],
+    ]
+    store = sim_parts.Store(tmp_path / "parts", {"nodes": 256}, root)
+    release, gang = groups
+    assert store.to_measure(release) == release
+    for part in (*release[:4], *gang):
+        store.save(part, {"part": part.name})
+    assert store.to_measure(release) == [*release[:3], release[4]], "floor and starts again, for the launchers"
+    assert store.to_measure(gang) == [] and store.to_measure(gang, again=True) == gang
+    d = store.assembled(groups)
+    assert [f["part"] for f in d["floors"]] == ["floor-mwms-64-nogang", "floor-mwms-64-gang"]
+    assert len(d["starts"]) == 4 and d["launchers"] == [{"part": "launchers-mwms-64-before"}] and d["nodes"] == 256
+    assert d["missing"] == ["launchers-mwms-64-after"]
+    with pytest.raises(SystemExit, match="1 part"):
+        report.refuse_unpublishable({**d, "windows": {}})
+    # a sitting's budget: a launchers' part is bounded by its windows, a start by its pods' creation
+    windows = {"list_limit_s": 600, "steady_s": 1200, "fault_s": 420}
+    assert 29 < release[3].minutes(windows) < 35 < sim_parts.Part("launchers", "ps", 4096).minutes(windows) < 45
+    assert sim_parts.Part("start", "ps", 4096).minutes(windows) < sim_parts.Part("start", "ps", 4096, True).minutes(
+        windows
+    )
+    # the floor and starts all or none, then as many launchers as fit; nothing when no launcher fits
+    head = sum(p.minutes(windows) for p in release[:3])
+    assert sim_parts.fitting(release, windows, head + 40) == release[:4]
+    assert sim_parts.fitting(release, windows, 1000) == release
+    assert sim_parts.fitting(release, windows, head - 0.1) == []
+    assert sim_parts.fitting(release, windows, head + 20) == [], "no starts alone that their launchers would redo"
+    assert sim_parts.fitting(gang, windows, 1000) == gang, "a gang's release: no launchers to wait for"
 
 
 def audit_event(task: str, verb: str, at: float, uri: str, resource: str = "pods", took: float = 0.5) -> dict:

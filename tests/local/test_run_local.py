@@ -170,6 +170,19 @@ def test_a_foreign_image_is_refused_with_advice(tmp_path):
         cluster(tmp_path, EX / "mwms-cpu.yaml", {"image": {"repository": "ghcr.io/acme/train", "tag": "1"}})
 
 
+def test_a_subpath_mount_of_the_users_is_refused_with_advice(tmp_path):
+    """run-local stands a folder in for a volume; a subPath of it (other than the chart's own launcher
+    mounts, which take the chart's files) would mount the whole volume there: refused, naming the mount."""
+    from tf_cluster.errors import UsageError
+
+    defaults = {
+        "extraVolumes": [{"name": "conf", "configMap": {"name": "train-conf"}}],
+        "extraVolumeMounts": [{"name": "conf", "mountPath": "/etc/train.yaml", "subPath": "train.yaml"}],
+    }
+    with pytest.raises(UsageError, match=r"cannot mount conf at /etc/train.yaml with a subPath \(train.yaml\)"):
+        cluster(tmp_path, EX / "mwms-cpu.yaml", {**FAST, "roleDefaults": defaults})
+
+
 def test_a_crashing_trainer_fails_the_job_with_a_reason(tmp_path):
     """Exit code 2 is non-retryable by default: the Job fails at once, no retry storm."""
     values = {"command": ["python3", "-c", "import sys; sys.exit(2)"], "roles": {"worker": {"replicas": 2}}}
