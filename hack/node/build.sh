@@ -7,7 +7,8 @@
 #   components: kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy (kubeadm kubectl: the kind node image) coredns
 #               local-path-provisioner pause etcd debs (etcd, containerd, runc, CNI, iptables, conntrack, GlusterFS)
 #               argocd (Argo CD: one binary with the two components the node runs + CRDs, from github.com/argoproj/argo-cd/v3; into $ARGOCD_DIR)
-#               registry (the CNCF distribution OCI registry, from its Go module; into $REGISTRY_DIR)
+#               registry (the CNCF distribution OCI registry: Debian's docker-registry package, its binary
+#                         taken out of the .deb, not installed (no service); into $REGISTRY_DIR)
 #               kwok (fake nodes and pods for a real control plane, from sigs.k8s.io/kwok, with the Stages the
 #                     simulated cluster uses: nodes Ready and heartbeating, pods Running until deleted;
 #                     into $KWOK_DIR; tests/bench/bench_sim.py)
@@ -24,8 +25,7 @@ COREDNS_VERSION=${COREDNS_VERSION:-1.14.7}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-0.0.30}   # Rancher's local-path-provisioner: kind's default storage
 ARGOCD_VERSION=${ARGOCD_VERSION:-3.6.1}
 ARGOCD_DIR=${ARGOCD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/argocd-$ARGOCD_VERSION}
-REGISTRY_VERSION=${REGISTRY_VERSION:-3.1.2}
-REGISTRY_DIR=${REGISTRY_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/registry-$REGISTRY_VERSION}
+REGISTRY_DIR=${REGISTRY_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/registry-debian}
 KWOK_VERSION=${KWOK_VERSION:-0.8.0}
 KWOK_DIR=${KWOK_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/kwok-$KWOK_VERSION}
 CILIUM_VERSION=${CILIUM_VERSION:-1.20.2}
@@ -237,11 +237,22 @@ GO
         log "argocd -> $ARGOCD_DIR/argocd"
       fi;;
     registry)
+      # Debian's build of CNCF distribution (2.8 on Debian 12), fetched through apt as the machine
+      # configures it and unpacked, not installed: its package would start a service on :5000.
+      # Building 3.x from its Go module took 255 s of a cold CI's critical path; this takes seconds.
       if [ ! -x "$REGISTRY_DIR/registry" ]; then
-        need_go registry
-        log "building the CNCF distribution registry v$REGISTRY_VERSION (cold: ~2.5 min)"
-        CGO_ENABLED=0 GOBIN="$REGISTRY_DIR" GOFLAGS=-mod=mod GOTOOLCHAIN=auto \
-          go install -trimpath -ldflags "-s -w" "github.com/distribution/distribution/v3/cmd/registry@v$REGISTRY_VERSION"
+        log "fetching Debian's docker-registry (CNCF distribution) into $REGISTRY_DIR"
+        rwork=$(mktemp -d); cleanups+=("$rwork")
+        # apt_install's lock: an `apt-get update` beside another's install fails on apt's own lock
+        ( flock 9; cd "$rwork" && { apt-get download -q docker-registry >/dev/null 2>&1 \
+            || { [ "$(id -u)" = 0 ] && apt-get update -qq && apt-get download -q docker-registry >/dev/null; }; }
+        ) 9>/run/lock/tf-cluster-apt.lock \
+          || { log "apt-get download docker-registry failed: is a Debian mirror configured? (sudo apt-get update)"; exit 1; }
+        dpkg-deb -x "$rwork"/docker-registry_*.deb "$rwork/x"
+        dpkg-deb -f "$rwork"/docker-registry_*.deb Version > "$REGISTRY_DIR/version"
+        install -m 755 "$rwork/x/usr/bin/docker-registry" "$REGISTRY_DIR/registry.tmp"
+        mv "$REGISTRY_DIR/registry.tmp" "$REGISTRY_DIR/registry"
+        log "registry $(cat "$REGISTRY_DIR/version") -> $REGISTRY_DIR/registry"
       fi;;
     kwok)
       if [ ! -x "$KWOK_DIR/kwok" ] || [ ! -s "$KWOK_DIR/stages.yaml" ]; then
@@ -316,8 +327,8 @@ GO
   timing "$c" "$t0"
 }
 
-# The registry first (~2.5 min cold): `make test`'s TFJob-migration tests need it, and wait for
-# it while its lock is held (tests/tooling/test_from_tfjob.py) rather than skip.
+# The registry first (seconds): `make test`'s TFJob-migration tests need it, and wait for it while
+# its lock is held (tests/tooling/test_from_tfjob.py) rather than skip.
 lock_kubernetes
 rest=()
 for c in ${other[@]+"${other[@]}"}; do
