@@ -462,13 +462,30 @@ class SimCluster:
 
         return sum(
             1
-            for n in client.CoreV1Api(self.api).list_node().items
+            for n in client.CoreV1Api(self.api).list_node(_request_timeout=60).items
             if not any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or [])
         )
 
     def etcd_db_bytes(self) -> int:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.etcd_port}/metrics", timeout=10) as r:
             return int(sum(counters(r.read().decode(), "etcd_mvcc_db_total_size_in_bytes").values()))
+
+    def etcd_first_key(self, prefix: str) -> str | None:
+        """The first key under `prefix` in etcd (keys only): a pod's name when the API server no longer
+        answers, as after etcd filled."""
+        end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
+        body = json.dumps(
+            {
+                "key": base64.b64encode(prefix.encode()).decode(),
+                "range_end": base64.b64encode(end.encode()).decode(),
+                "limit": 1,
+                "keys_only": True,
+            }  # fmt: skip
+        ).encode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.etcd_port}/v3/kv/range", data=body)
+        with urllib.request.urlopen(req, timeout=10) as r:
+            kvs = json.loads(r.read()).get("kvs") or []
+        return base64.b64decode(kvs[0]["key"]).decode() if kvs else None
 
     def etcd_value_bytes(self, key: str) -> int:
         """The size of the value etcd stores under `key` (e.g. /registry/pods/<ns>/<name>: the API

@@ -35,6 +35,7 @@ build/bench/sim.json from today's parts; the whole takes ~7 h on 2 cores, so it 
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import re
 import shutil
@@ -83,6 +84,11 @@ SMOKE_STEADY_S = 180  # --smoke: the steady window only (the fault's is the fenc
 # kube-controller-manager's default --kube-api-qps and --kube-api-burst, which hack/node/sim.py
 # keeps: the Job controller creates pods at this rate, and the floor's bare pods are created at it
 FLOOR_QPS, FLOOR_BURST = 20, 30
+# A start's limits, chosen before any 4096-task run of the earlier chart: it never reaches Running
+# (its pods carry the whole TF_CONFIG; etcd fills), so what ends it is one of these. The API server
+# that answers no list of the namespace's pods (a 30 s request) for this long has stopped serving.
+START_S = 1800
+UNANSWERED_S = 120
 
 
 @dataclass(frozen=True)
@@ -137,11 +143,30 @@ def follow_pods(
     curve: list[tuple] = []
     marks: dict = {}
     last_say = 0.0
+    answered = time.time()
     while True:
         sim.check_alive()
         if check is not None:
             check()
-        rows = sim.pod_table(ns)
+        try:
+            rows = sim.pod_table(ns)
+        except (OSError, http.client.HTTPException) as e:  # a timeout, a reset: the API server is swamped
+            marks["unanswered_polls"] = marks.get("unanswered_polls", 0) + 1
+            now = time.time() - t0
+            silent = time.time() - answered
+            stalled = sim.stalled()
+            if stalled or silent >= UNANSWERED_S or now > START_S:
+                reached = marks.get("reached", {})
+                marks["stopped"] = stalled or (
+                    f"the API server answered no list of the pods for {silent:.0f} s "
+                    f"(last: {type(e).__name__}; etcd {etcd_mb(sim)})"
+                )
+                say(f"  stopped at {now:.0f}s: {marks['stopped']} (last answer: {reached})")
+                break
+            say(f"  {what}: {now:.0f}s: the list of the pods went unanswered ({type(e).__name__}); asking again")
+            time.sleep(2.0)
+            continue
+        answered = time.time()
         now = time.time() - t0
         created = len(rows)
         bound = sum(1 for p in rows if p.get("Node") not in (None, "", "<none>"))
@@ -157,13 +182,20 @@ def follow_pods(
             say(f"  {what}: {now:.0f}s: {created} created, {bound} bound, {running} Running")
             last_say = now
         stalled = sim.stalled()
-        if stalled or now > 1800:
+        if stalled or now > START_S:
             # Kubernetes could not go on (etcd full): what was reached is the figure, and why it stopped
-            marks["stopped"] = stalled or f"{n - running} of {n} pods not Running after 1800 s"
+            marks["stopped"] = stalled or f"{n - running} of {n} pods not Running after {START_S} s"
             say(f"  stopped at {now:.0f}s: {marks['stopped']} ({created} created, {bound} bound, {running} Running)")
             break
         time.sleep(0.5 if n <= 1024 else 2.0)  # a table of 4096 pods a poll costs the API server too
     return curve[:: max(1, len(curve) // 400)], marks
+
+
+def etcd_mb(sim: SimCluster) -> str:
+    try:
+        return f"{sim.etcd_db_bytes() / 1e6:.0f} MB"
+    except OSError as e:
+        return f"its size unread: {type(e).__name__}"
 
 
 def start_release(
@@ -194,10 +226,24 @@ def start_release(
             **dict(etcd_db_bytes=None),
         }
     curve, marks = follow_pods(sim, ns, n, t0, f"{shape} N={n} gang={gang}")
-    after = sim.apiserver_requests()
-    caused = {k: after.get(k, 0) - before.get(k, 0) for k in after}
+    # After a start that stopped, the API server may answer nothing more: each figure read then is
+    # None, and why is in marks["unread"] (etcd, read directly, still gives the pod's size).
+    timeout = 60
+
+    def read(what: str, fn: Callable[[], object]) -> object:
+        try:
+            return fn()
+        except Exception as e:  # noqa: BLE001 - an API server that stopped serving fails any way it can
+            if "stopped" not in marks:
+                raise
+            marks.setdefault("unread", {})[what] = f"{type(e).__name__}: {str(e)[:200]}"
+            return None
+
+    after = read("requests", sim.apiserver_requests)
+    caused = {k: after.get(k, 0) - before.get(k, 0) for k in after} if isinstance(after, dict) else {}
     caused = {f"{v} {r}": int(c) for (v, r), c in caused.items() if c > 0 and r not in BACKGROUND}
     batch = client.BatchV1Api(sim.api)
+    listed = read("jobs", lambda: batch.list_namespaced_job(ns, _request_timeout=timeout).items) or []
     jobs = {
         j.metadata.name: {
             "completions": j.spec.completions,
@@ -205,12 +251,18 @@ def start_release(
             "active": j.status.active,
             "ready": j.status.ready,
         }
-        for j in batch.list_namespaced_job(ns).items
+        for j in listed
     }
     groups = []
     if gang:
         sched = client.CustomObjectsApi(sim.api)
-        for g in sched.list_namespaced_custom_object("scheduling.k8s.io", "v1beta1", ns, "podgroups")["items"]:
+        found = read(
+            "podgroups",
+            lambda: sched.list_namespaced_custom_object(
+                "scheduling.k8s.io", "v1beta1", ns, "podgroups", _request_timeout=timeout
+            )["items"],
+        )
+        for g in found or []:
             groups.append(
                 {
                     "name": g["metadata"]["name"],
@@ -218,11 +270,15 @@ def start_release(
                     "minCount": g["spec"].get("schedulingPolicy", {}).get("gang", {}).get("minCount"),
                 }
             )
-    slices = client.DiscoveryV1Api(sim.api).list_namespaced_endpoint_slice(ns).items
+    discovery = client.DiscoveryV1Api(sim.api)
+    slices = read(
+        "endpointslices", lambda: discovery.list_namespaced_endpoint_slice(ns, _request_timeout=timeout).items
+    )
     # one pod's size: the API server's JSON of it (what a GET returns) and the value etcd stores (protobuf)
-    pod = core.list_namespaced_pod(ns, limit=1).items[0].metadata.name
-    pod_api_bytes = len(sim.get(f"/api/v1/namespaces/{ns}/pods/{pod}").encode())
-    pod_etcd_bytes = sim.etcd_value_bytes(f"/registry/pods/{ns}/{pod}")
+    key = sim.etcd_first_key(f"/registry/pods/{ns}/")
+    pod = key.rsplit("/", 1)[-1] if key else None
+    pod_api_bytes = read("pod_api_bytes", lambda: len(sim.get(f"/api/v1/namespaces/{ns}/pods/{pod}").encode()))
+    pod_etcd_bytes = sim.etcd_value_bytes(key) if key else None
     return {
         "shape": shape,
         "tasks": n,
@@ -234,15 +290,15 @@ def start_release(
         "marks": marks,
         "curve": curve,
         "requests": dict(sorted(caused.items(), key=lambda kv: -kv[1])),
-        "requests_total": sum(caused.values()),
+        "requests_total": sum(caused.values()) if isinstance(after, dict) else None,
         "jobs": jobs,
         "podgroups": groups,
-        "endpointslices": len(slices),
-        "endpoints": sum(len(s.endpoints or []) for s in slices),
+        "endpointslices": None if slices is None else len(slices),
+        "endpoints": None if slices is None else sum(len(s.endpoints or []) for s in slices),
         "pod_api_bytes": pod_api_bytes,
         "pod_etcd_bytes": pod_etcd_bytes,
-        "etcd_db_bytes": sim.etcd_db_bytes(),
-        "nodes_not_ready": sim.nodes_not_ready(),
+        "etcd_db_bytes": read("etcd_db_bytes", sim.etcd_db_bytes),
+        "nodes_not_ready": read("nodes_not_ready", sim.nodes_not_ready),
     }
 
 
@@ -722,9 +778,20 @@ def prepare(prefix: str) -> Path:
     return Path(tempfile.mkdtemp(prefix=prefix))
 
 
+def sizes(text: str) -> list[int]:
+    """--sizes' value: task counts, comma-separated (argparse names the flag and the value if not)."""
+    try:
+        counts = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give task counts, comma-separated, e.g. 64,512,4096") from None
+    if any(c < 1 for c in counts):
+        raise argparse.ArgumentTypeError(f"{text!r}: a release has at least 1 task")
+    return counts
+
+
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--sizes", default="64,512,4096")
+    ap.add_argument("--sizes", default="64,512,4096", type=sizes, help="task counts, comma-separated")
     ap.add_argument("--before", default="254fea0", help="the launcher to compare with (a git revision)")
     ap.add_argument("--sample", type=int, default=32, help="launcher processes per release")
     ap.add_argument("--nodes", type=int, default=256)
@@ -743,7 +810,8 @@ def parse_args() -> argparse.Namespace:
         "--minutes",
         type=float,
         default=None,
-        help="measure only the parts that fit in this many minutes (at their limits); the rest wait for a later run",
+        help="measure only the parts that fit in this many minutes (each as long as it took when last measured, "
+        "else its limits); the rest wait for a later run",
     )
     ap.add_argument(
         "--plan", action="store_true", help="say what is measured already and what is left; measure nothing"
@@ -754,7 +822,10 @@ def parse_args() -> argparse.Namespace:
         help="the chart to compare starts with (a git revision; default: the last one whose pods carried TF_CONFIG)",
     )
     ap.add_argument(
-        "--chart-before-sizes", default="4096", help="sizes whose starts are measured with it too ('' none)"
+        "--chart-before-sizes",
+        default="4096",
+        type=sizes,
+        help="sizes whose starts are measured with it too ('' none)",
     )
     ap.add_argument(
         "--smoke",
@@ -814,9 +885,10 @@ def measure_group(
 ) -> None:
     """A release's parts in one sitting: its floor on a cluster of its own, each start on a new cluster,
     the launchers' parts in this chart's start's; each part saved as soon as it is measured."""
-    for part in (p for p in parts if p.kind != "launchers"):
+    for part in (p for p in parts if not p.in_start):
+        t0 = time.time()
         if part.kind == "floor":
-            store.save(part, measure_floor(args, work, part.shape, part.tasks, part.gang))
+            store.save(part, measure_floor(args, work, part.shape, part.tasks, part.gang), time.time() - t0)
             continue
         shape, n, gang = part.shape, part.tasks, part.gang
         chart = "" if part.chart == "this" else f", chart {part.chart}"
@@ -824,21 +896,22 @@ def measure_group(
         with SimCluster(work / "cluster", nodes=args.nodes) as sim:
             start = start_release(sim, shape, n, gang, chart=charts[part.chart], chart_label=part.chart)
             m = start["marks"]
+            etcd = "unread" if start["etcd_db_bytes"] is None else f"{start['etcd_db_bytes'] / 1e6:.0f} MB"
             say(
                 f"  all {n} created {m.get('created')}s, bound {m.get('bound')}s, Running {m.get('running')}s; "
-                f"{start['requests_total']} API requests; etcd {(start['etcd_db_bytes'] or 0) / 1e6:.0f} MB"
+                f"{start['requests_total']} API requests; etcd {etcd}"
             )
-            store.save(part, start)
+            store.save(part, start, time.time() - t0)
             if part.chart != "this":
                 continue
-            runs = [p for p in parts if p.kind == "launchers"]
+            runs = [p for p in parts if p.in_start]
             if "stopped" in m and runs:
                 say(f"  no launchers in a release that did not start: {', '.join(p.name for p in runs)} left")
                 continue
             for run in runs:
-                store.save(
-                    run, measure_launcher(args, sim, start, run.launcher, launchers[run.launcher], work, windows)
-                )
+                t0 = time.time()
+                res = measure_launcher(args, sim, start, run.launcher, launchers[run.launcher], work, windows)
+                store.save(run, res, time.time() - t0)
 
 
 def main() -> None:
@@ -856,43 +929,48 @@ def main() -> None:
     folder = sim_parts.MEASURED if args.out == "sim" else OUT / f"{args.out}-parts"
     store = sim_parts.Store(folder, setup)
     groups = sim_parts.plan(
-        [int(x) for x in args.sizes.split(",")],
+        args.sizes,
         set(args.shapes.split(",")),
         [] if args.skip_launchers else [x for x in ("before", "after") if x in args.launchers.split(",")],
         args.chart_before,
-        [int(x) for x in args.chart_before_sizes.split(",") if x],
+        args.chart_before_sizes,
     )
-    todo = [(g, store.to_measure(g, args.again)) for g in groups]
-    todo = [(g, parts) for g, parts in todo if parts]
-    done = sum(len(g) for g in groups) - sum(len(p) for _, p in todo)
-    stale = [p.name for _, parts in todo for p in parts if store.stale(p)]
-    minutes = sum(p.minutes(setup["windows"]) for _, parts in todo for p in parts)
+    todo = [parts for parts in (store.to_measure(g, args.again) for g in groups) if parts]
+    done = sum(len(g) for g in groups) - sum(len(parts) for parts in todo)
+    stale = [p.name for parts in todo for p in parts if store.stale(p)]
+
+    def estimate(part: sim_parts.Part) -> float:
+        return store.estimate(part, setup["windows"])
+
     say(
-        f"{done} part(s) measured already with today's code ({store.print}), {sum(len(p) for _, p in todo)} to "
-        f"measure (at most ~{minutes / 60:.1f} h)" + (f"; saved with other code: {', '.join(stale)}" if stale else "")
+        f"{done} part(s) measured already with today's code ({store.print}), {sum(len(p) for p in todo)} to "
+        f"measure (~{sum(estimate(p) for parts in todo for p in parts) / 60:.1f} h: what each took when last "
+        "measured, or its limits)" + (f"; saved with other code: {', '.join(stale)}" if stale else "")
     )
     if args.plan:
-        for _, parts in todo:
-            need = sum(p.minutes(setup["windows"]) for p in parts)
-            say(f"  {', '.join(p.name for p in parts)}: at most ~{need:.0f} min")
+        for parts in todo:
+            say(f"  {', '.join(p.name for p in parts)}: ~{sum(estimate(p) for p in parts):.0f} min")
         return
     work = prepare("tf-cluster-sim-")
-    # this checkout's, as it was when the run began
-    launchers = {
-        "before": launcher_at(args.before, work),
-        "after": Path(shutil.copytree(LAUNCHER.parent, work / "launcher-this")) / "launcher.py",
-    }
-    charts = {"this": CHART, args.chart_before: chart_at(args.chart_before, work)}
-    deadline = None if args.minutes is None else time.time() + args.minutes * 60
-    for _, parts in todo:
-        left = float("inf") if deadline is None else (deadline - time.time()) / 60
-        fit = sim_parts.fitting(parts, setup["windows"], left)
-        if len(fit) < len(parts):
-            rest = parts[len(fit) :]
-            say(f"left for a later run: {', '.join(p.name for p in rest)} ({max(0.0, left):.0f} min left)")
-        if fit:
-            measure_group(args, store, fit, work, charts, launchers, windows)
-        save(args.out, store.assembled(groups))
+    try:
+        # this checkout's, as it was when the run began
+        launchers = {
+            "before": launcher_at(args.before, work),
+            "after": Path(shutil.copytree(LAUNCHER.parent, work / "launcher-this")) / "launcher.py",
+        }
+        charts = {"this": CHART, args.chart_before: chart_at(args.chart_before, work)}
+        deadline = None if args.minutes is None else time.time() + args.minutes * 60
+        for parts in todo:
+            left = float("inf") if deadline is None else (deadline - time.time()) / 60
+            fit = sim_parts.fitting(parts, estimate, left)
+            if len(fit) < len(parts):
+                rest = [p for p in parts if p not in fit]
+                say(f"left for a later run: {', '.join(p.name for p in rest)} ({max(0.0, left):.0f} min left)")
+            if fit:
+                measure_group(args, store, fit, work, charts, launchers, windows)
+                save(args.out, store.assembled(groups))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)  # the clusters' folders (GBs of etcd at 4096 tasks)
     result = store.assembled(groups)
     save(args.out, result)
     print_starts(result)

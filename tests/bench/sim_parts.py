@@ -16,6 +16,7 @@ import hashlib
 import json
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,9 +78,15 @@ class Part:
     launcher: str = ""  # launchers: before | after
 
     @property
+    def in_start(self) -> bool:
+        """Measured inside its start's cluster (a launchers' part), after the group's floor and starts,
+        which are measured together, all or none."""
+        return self.kind == "launchers"
+
+    @property
     def name(self) -> str:
         gang = "gang" if self.gang else "nogang"
-        if self.kind == "launchers":
+        if self.in_start:
             return f"launchers-{self.shape}-{self.tasks}-{self.launcher}"
         chart = "" if self.chart == "this" else f"-chart-{self.chart}"
         return f"{self.kind}-{self.shape}-{self.tasks}-{gang}{chart}"
@@ -87,7 +94,7 @@ class Part:
     def minutes(self, windows: dict) -> float:
         """At most how long it takes (to plan a sitting): the pods' creation at the controller's rate,
         a gang's binding after it (as long again), the launchers' windows at their limits."""
-        if self.kind == "launchers":
+        if self.in_start:
             started, listed = 120.0, windows["list_limit_s"] if self.tasks > 1024 else 60.0
             return (started + listed + windows["steady_s"] + windows["fault_s"] + 180.0) / 60
         create = self.tasks / CREATE_QPS * (2.0 if self.gang else 1.2)
@@ -112,17 +119,17 @@ def plan(sizes: list[int], kinds: set[str], launchers: list[str], chart_before: 
     return groups
 
 
-def fitting(parts: list[Part], windows: dict, minutes: float) -> list[Part]:
-    """What of a group's parts to measure fits in `minutes` at their limits: its floor and starts, all or
-    none, then as many of its launchers' parts as fit; none when the launchers are what it is measured
-    for and none of them fits (its floor and starts would be measured again with them)."""
-    head = [p for p in parts if p.kind != "launchers"]
-    minutes -= sum(p.minutes(windows) for p in head)
+def fitting(parts: list[Part], estimate: Callable[[Part], float], minutes: float) -> list[Part]:
+    """What of a group's parts to measure fits in `minutes` (each part's `estimate`): its floor and
+    starts, all or none, then as many of its launchers' parts as fit; none when the launchers are what
+    it is measured for and none of them fits (its floor and starts would be measured again with them)."""
+    head = [p for p in parts if not p.in_start]
+    minutes -= sum(estimate(p) for p in head)
     if minutes < 0:
         return []
     runs: list[Part] = []
-    for part in parts[len(head) :]:
-        minutes -= part.minutes(windows)
+    for part in (p for p in parts if p.in_start):
+        minutes -= estimate(part)
         if minutes < 0:
             break
         runs.append(part)
@@ -151,18 +158,27 @@ class Store:
         """Saved, but measured with other code or another setup."""
         return self.path(part).is_file() and self.load(part) is None
 
-    def save(self, part: Part, figures: dict) -> Path:
+    def save(self, part: Part, figures: dict, seconds: float) -> Path:
+        """`seconds`: how long the part took to measure, which later sittings plan with (`estimate`)."""
         self.folder.mkdir(parents=True, exist_ok=True)
         saved = {
             "part": part.name,
             "fingerprint": self.print,
             "commit": commit(self.root),
             "measured": time.strftime("%Y-%m-%d %H:%M"),
+            "seconds": round(seconds),
             "figures": figures,
         }
         path = self.path(part)
         path.write_text(json.dumps(saved, indent=1) + "\n")
         return path
+
+    def estimate(self, part: Part, windows: dict) -> float:
+        """Minutes a part will take: what it took when last measured, with any code, and a quarter more;
+        its limits (Part.minutes) when it never was."""
+        path = self.path(part)
+        took = json.loads(path.read_text()).get("seconds") if path.is_file() else None
+        return part.minutes(windows) if took is None else 1.25 * took / 60
 
     def to_measure(self, group: list[Part], again: bool = False) -> list[Part]:
         """What of a group must be measured: nothing if every part is saved with today's fingerprint (and
@@ -171,7 +187,7 @@ class Store:
         missing = [p for p in group if again or self.load(p) is None]
         if not missing:
             return []
-        return [p for p in group if p.kind != "launchers" or p in missing]
+        return [p for p in group if not p.in_start or p in missing]
 
     def assembled(self, groups: list[list[Part]]) -> dict:
         """What report.py reads (bench_sim.py's figures): today's parts, and the names of those missing."""

@@ -174,7 +174,7 @@ def test_a_saved_part_counts_only_while_what_it_measured_is_unchanged(tmp_path):
     setup = {"nodes": 256, "windows": {"steady_s": 1200}}
     store = sim_parts.Store(tmp_path / "parts", setup, root)
     part = sim_parts.Part("floor", "mwms", 64)
-    store.save(part, {"shape": "mwms", "tasks": 64, "marks": {"running": 3.2}})
+    store.save(part, {"shape": "mwms", "tasks": 64, "marks": {"running": 3.2}}, 61.0)
     assert store.load(part)["figures"]["marks"] == {"running": 3.2}
     (root / "README.md").write_text("docs")
     assert sim_parts.Store(tmp_path / "parts", setup, root).load(part) is not None
@@ -207,7 +207,7 @@ def test_the_benchmark_resumes_by_parts_and_assembles_only_todays(tmp_path):
     release, gang = groups
     assert store.to_measure(release) == release
     for part in (*release[:4], *gang):
-        store.save(part, {"part": part.name})
+        store.save(part, {"part": part.name}, 90.0)
     assert store.to_measure(release) == [*release[:3], release[4]], "floor and starts again, for the launchers"
     assert store.to_measure(gang) == [] and store.to_measure(gang, again=True) == gang
     d = store.assembled(groups)
@@ -222,13 +222,36 @@ def test_the_benchmark_resumes_by_parts_and_assembles_only_todays(tmp_path):
     assert sim_parts.Part("start", "ps", 4096).minutes(windows) < sim_parts.Part("start", "ps", 4096, True).minutes(
         windows
     )
+
     # the floor and starts all or none, then as many launchers as fit; nothing when no launcher fits
+    def limits(p: sim_parts.Part) -> float:
+        return p.minutes(windows)
+
     head = sum(p.minutes(windows) for p in release[:3])
-    assert sim_parts.fitting(release, windows, head + 40) == release[:4]
-    assert sim_parts.fitting(release, windows, 1000) == release
-    assert sim_parts.fitting(release, windows, head - 0.1) == []
-    assert sim_parts.fitting(release, windows, head + 20) == [], "no starts alone that their launchers would redo"
-    assert sim_parts.fitting(gang, windows, 1000) == gang, "a gang's release: no launchers to wait for"
+    assert sim_parts.fitting(release, limits, head + 40) == release[:4]
+    assert sim_parts.fitting(release, limits, 1000) == release
+    assert sim_parts.fitting(release, limits, head - 0.1) == []
+    assert sim_parts.fitting(release, limits, head + 20) == [], "no starts alone that their launchers would redo"
+    assert sim_parts.fitting(gang, limits, 1000) == gang, "a gang's release: no launchers to wait for"
+    # a sitting plans with what a part took when last measured (a quarter more), stale or not
+    assert store.estimate(release[0], windows) == pytest.approx(1.25 * 90 / 60)
+    assert store.estimate(release[4], windows) == release[4].minutes(windows), "never measured: its limits"
+    (root / "charts/tf-cluster/templates/a.txt").write_text("another template")
+    changed = sim_parts.Store(tmp_path / "parts", {"nodes": 256}, root)
+    assert changed.stale(release[0]) and changed.estimate(release[0], windows) == pytest.approx(1.875)
+
+
+def test_the_benchmarks_sizes_are_refused_with_the_value_named(capsys, monkeypatch):
+    """bench_sim.py --sizes abc: argparse's error naming the flag and the value, not a traceback."""
+    import bench_sim
+
+    assert bench_sim.sizes("64, 512") == [64, 512] and bench_sim.sizes("") == []
+    for bad in ("abc", "64,0"):
+        monkeypatch.setattr(sys, "argv", ["bench_sim.py", "--sizes", bad, "--plan"])
+        with pytest.raises(SystemExit):
+            bench_sim.parse_args()
+        err = capsys.readouterr().err
+        assert "--sizes" in err and repr(bad) in err, err
 
 
 def audit_event(task: str, verb: str, at: float, uri: str, resource: str = "pods", took: float = 0.5) -> dict:
