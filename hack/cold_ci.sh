@@ -2,7 +2,7 @@
 # A cold `.ci/run` as CI has it: a fresh clone of HEAD on this machine with every cache emptied
 # first, timed, its log kept. DESTRUCTIVE for this machine's caches: it takes the e2e nodes down (their image stores purged),
 # empties ~/.cache/tf-cluster, Go's module and build caches, pip's and npm's caches, podman's and
-# containerd's image stores, and purges the Debian packages `make check` installs (the same lists
+# containerd's image stores, apt's downloaded packages, and purges the Debian packages `make check` installs (the same lists
 # as images/base/install-builder.sh and hack/node/build.sh), so that they are installed
 # again as on a fresh machine. The breakdown is the timing table `make check` prints at its end.
 #   hack/cold_ci.sh --yes [log]        (root; ~55-65 min on 2 cores)
@@ -31,6 +31,7 @@ if [ ${#installed[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get autoremove -y -qq >/dev/null
 fi
 rm -rf /var/lib/containerd /var/lib/containers
+apt-get clean  # the downloaded .debs too: a fresh machine fetches every package again
 
 work=$(mktemp -d)
 git clone -q "$root" "$work/p"

@@ -113,5 +113,10 @@ disk "at the end"
 kill "$vmstat_pid" 2>/dev/null
 # vmstat's first line is the average since boot: skip it; the idle column is the 15th
 say "CPU idle by minute (%): $(awk 'NR > 3 && $15 ~ /^[0-9]+$/ {printf "%s ", $15}' build/cpu.log)"
+# the run's CPU work in core-minutes, against what the cores could give in its minutes: a run whose
+# cores were busy throughout cannot be faster than its work / cores, whatever runs beside what
+cores=$(nproc)
+say "CPU work: $(awk -v c="$cores" 'NR > 3 && $15 ~ /^[0-9]+$/ {n++; busy += (100 - $15) / 100 * c}
+  END {printf "%.0f core-minutes busy of %.0f in %d minutes on %d cores", busy, n * c, n, c}' build/cpu.log)"
 python3 tooling/timings.py report
 exit "$rc"

@@ -69,6 +69,7 @@ timing() {  # timing NAME START (date +%s%N)
     $((ms / 1000)) $(((ms % 1000) / 100)) $(($2 / 1000000000)) >> "$TF_CLUSTER_TIMINGS"
 }
 need_go() { command -v go >/dev/null || { log "Go is needed to build $1 (install golang)"; exit 1; }; }
+APT_LOCK=/run/lock/tf-cluster-apt.lock  # one apt at a time: also install-builder.sh's and hack/node/cli.py's
 apt_install() {  # Debian packages, as root; retried once after `apt-get update`
   [ $# -gt 0 ] || return 0
   [ "$(id -u)" = 0 ] || { log "missing Debian packages: sudo apt-get install $*"; exit 1; }
@@ -77,7 +78,7 @@ apt_install() {  # Debian packages, as root; retried once after `apt-get update`
   ( flock 9
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null 2>&1 \
       || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null; }
-  ) 9>/run/lock/tf-cluster-apt.lock
+  ) 9>"$APT_LOCK"
 }
 
 k8s=(); other=()
@@ -246,7 +247,7 @@ GO
         # apt_install's lock: an `apt-get update` beside another's install fails on apt's own lock
         ( flock 9; cd "$rwork" && { apt-get download -q docker-registry >/dev/null 2>&1 \
             || { [ "$(id -u)" = 0 ] && apt-get update -qq && apt-get download -q docker-registry >/dev/null; }; }
-        ) 9>/run/lock/tf-cluster-apt.lock \
+        ) 9>"$APT_LOCK" \
           || { log "apt-get download docker-registry failed: is a Debian mirror configured? (sudo apt-get update)"; exit 1; }
         dpkg-deb -x "$rwork"/docker-registry_*.deb "$rwork/x"
         dpkg-deb -f "$rwork"/docker-registry_*.deb Version > "$REGISTRY_DIR/version"
