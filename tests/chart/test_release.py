@@ -238,3 +238,22 @@ def test_a_signing_that_fails_leaves_no_package_to_publish(tmp_path, signing_key
     with pytest.raises(helm.HelmError):
         release.package(out, major=major, sign_key="no such key", keyring=secring)
     assert sorted(p.name for p in out.iterdir()) == [], "nothing left that publish would push"
+
+
+# ----------------------------------------------------------------- what examples pin
+
+
+@pytest.mark.parametrize("name", ["application.yaml", "application-oci.yaml"])
+def test_the_example_applications_pin_a_released_chart_that_takes_their_values(tmp_path, name):
+    """values-examples/argocd pins a chart version (a git tag `tf-cluster-<version>`, or the OCI chart's
+    version): it must be a released one, and that release's chart must render the Application's own
+    valuesObject (the e2e scenario swaps in this checkout's version, so only this test sees the pin)."""
+    app = yaml.safe_load((ROOT / "values-examples" / "argocd" / name).read_text())
+    source = app["spec"]["source"]
+    version = str(source["targetRevision"]).removeprefix(release.TAG_PREFIX)
+    released = {r.version: r for r in release.releases()}
+    assert version in released, f"{name} pins {source['targetRevision']}: not a release ({sorted(released)})"
+    chart = release.export(released[version], tmp_path / "tf-cluster")
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump(source["helm"]["valuesObject"]))
+    helm.Helm("4").template("mnist", helm.Values.of([values]), chart=chart)  # RenderError names what it refused
