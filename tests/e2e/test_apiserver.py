@@ -589,6 +589,27 @@ def tf_cluster(*argv, process: bool = False) -> subprocess.CompletedProcess:
     return subprocess.CompletedProcess(args, rc, out.getvalue(), err.getvalue())
 
 
+def test_the_same_mistake_gives_the_same_exit_code_on_a_cluster(apiserver, namespace, tmp_path):
+    """docs/reference/exit-codes.md: values the chart refuses exit 4 from `install` and `upgrade` as
+    from `render` (Helm refused them after reaching the cluster); `uninstall` of a release not there
+    exits 2 as `status` does; no traceback, nothing installed."""
+    where = ["--kubeconfig", apiserver["kubeconfig"], "-n", namespace, "--wait", "none"]
+    example = ["-f", ROOT / "values-examples" / "mwms-cpu.yaml", "-f", no_claims_values(tmp_path)]
+    r = tf_cluster("install", "ok", *example, *where)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for verb, release in (("install", "bad"), ("upgrade", "ok")):
+        r = tf_cluster(verb, release, *example, "--set", "nope=1", *where)
+        assert r.returncode == 4, r.stdout + r.stderr
+        assert "values refused by the chart's schema" in r.stderr and "'nope'" in r.stderr, r.stderr
+        assert "FAILED" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    releases = helm_in(apiserver, "4", namespace).releases()
+    assert releases == ["ok"], releases
+    assert "revision: 1" in helm_in(apiserver, "4", namespace).run("status", "ok").stdout.lower()
+    r = tf_cluster("uninstall", "nope", *where[:4])
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"no release nope in namespace {namespace}: helm list -n {namespace}" in r.stderr, r.stderr
+
+
 def job_pod(api, namespace: str, job, index: int, suffix: str, *, node=None, failures=0) -> str:
     """A pod of an Indexed Job as its controller makes it (no controller-manager here): the Job's
     template with the Job's labels, the completion index and the index's failure count."""
@@ -998,7 +1019,7 @@ def test_a_signalled_smoke_uninstalls_its_release_and_deletes_its_namespace(apis
     assert rc == 143, said[-3000:] + err[-2000:]
     assert "stopped by SIGTERM" in err and "Traceback" not in err, err[-2000:]
     assert "helm uninstall sig" in said and f"namespace {ns} deleted" in said, said
-    assert "sig" not in helm_in(apiserver, "4", ns).run("list", "-q", "--all").stdout
+    assert "sig" not in helm_in(apiserver, "4", ns).releases()
     try:  # no namespace controller runs here: a deleted namespace stays Terminating
         assert core.read_namespace(ns).metadata.deletion_timestamp is not None
     except client.ApiException as e:
@@ -1028,7 +1049,7 @@ def test_a_signalled_install_keeps_its_release_and_uninstall_removes_it(apiserve
     assert f"release inst uninstalled from namespace {namespace}, its pods gone; the namespace stays" in gone.stdout, (
         gone.stdout
     )
-    assert "inst" not in helm_in(apiserver, "4", namespace).run("list", "-q", "--all").stdout
+    assert "inst" not in helm_in(apiserver, "4", namespace).releases()
     assert client.CoreV1Api(apiserver["api"]).read_namespace(namespace).status.phase == "Active"
 
 

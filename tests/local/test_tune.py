@@ -160,6 +160,19 @@ def test_a_metric_never_reported_and_a_crashing_trial_fail_with_their_reason(tmp
     assert "no trial completed: no best values, no plots" in printed
 
 
+def test_a_kubeconfig_that_fails_is_a_usage_error_and_leaves_no_study_to_resume(tmp_path, capsys):
+    """A cluster study whose kubeconfig cannot be read: exit 2 naming it, before the study is stored, so
+    that the same command, the kubeconfig fixed, runs without --resume."""
+    space = EXAMPLE / "space.yaml"
+    out = tmp_path / "study"
+    argv = [*TUNE, "--space", str(space), "--out", str(out), "--kubeconfig", str(tmp_path / "no-such-kubeconfig")]
+    for _ in range(2):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "no cluster to talk to" in err and "no-such-kubeconfig" in err and "--resume" not in err
+    assert not list(out.glob("*.db")), "no study stored"
+
+
 @pytest.mark.parametrize("path", sorted(BAD.glob("*.yaml")), ids=lambda p: p.stem)
 def test_bad_spaces_are_refused_naming_the_field(path, capsys):
     expect = path.read_text().splitlines()[0].removeprefix("# expect: ")

@@ -26,7 +26,10 @@ MAJORS = tuple(toolcache.NAMES)
 
 
 class HelmError(RunError):
-    """A Helm command that changes a cluster failed; the message is Helm's, cleaned."""
+    """A Helm command that changes a cluster failed; the message is Helm's, cleaned. Exit 1: the
+    cluster (or Helm with it) refused or failed a request (docs/reference/exit-codes.md)."""
+
+    exit_code = 1
 
     def __init__(self, verb: str, proc: subprocess.CompletedProcess):
         self.verb, self.proc = verb, proc
@@ -107,7 +110,7 @@ class Helm:
     def run(self, verb: str, *args: str | Path, check: bool = False) -> subprocess.CompletedProcess:
         proc = subprocess.run(self.argv(verb, *args), capture_output=True, text=True)
         if check and proc.returncode != 0:
-            raise HelmError(verb, proc)
+            raise failure(verb, proc)
         return proc
 
     # ------------------------------------------------------------ verbs
@@ -186,6 +189,13 @@ class Helm:
     ) -> subprocess.CompletedProcess:
         return self.run("uninstall", release, *_wait(wait, timeout), check=check)
 
+    def releases(self) -> list[str]:
+        """The names of the namespace's releases in any state (deployed, failed, pending, superseded,
+        uninstalling, or uninstalled with --keep-history). Helm 4 has no `list --all`: the states, named
+        one by one as both majors take them. A refusal raises (an empty list is an answer)."""
+        states = ("--deployed", "--failed", "--pending", "--superseded", "--uninstalled", "--uninstalling")
+        return self.run("list", "-q", *states, check=True).stdout.split()
+
     def lint(
         self, values: Values = Values(), *, chart: Path = CHART, strict: bool = True, check: bool = False
     ) -> subprocess.CompletedProcess:
@@ -241,12 +251,29 @@ def template(
     return Helm(helm, namespace=namespace).template(release, Values.of(values_files, set_values), **kw)
 
 
+# What Helm says when the chart refused the values (its schema, or a `fail`/`required` in a template),
+# whichever verb rendered them: `template`, `install`, `upgrade`
+REFUSED = ("values don't meet the specifications of the schema", "execution error at (")
+
+
+def failure(verb: str, proc: subprocess.CompletedProcess) -> RenderError | HelmError:
+    """The error a failed Helm command is: the chart refusing the values (RenderError, exit 4, as
+    `render` says it: the same mistake, the same code in every command), else the cluster's or Helm's
+    refusal (HelmError, exit 1)."""
+    said = proc.stderr or proc.stdout or ""
+    if any(marker in said for marker in REFUSED):
+        return RenderError(clean_helm_error(said))
+    return HelmError(verb, proc)
+
+
 def clean_helm_error(stderr: str) -> str:
     """Helm's message without its boilerplate (`Error: execution error at (...):`, --debug hint)."""
     lines = [ln for ln in stderr.strip().splitlines() if ln.strip() and "Use --debug flag" not in ln]
     text = "\n".join(lines)
     if text.startswith("Error: "):
         text = text[len("Error: ") :]
+    for verb in ("INSTALLATION FAILED: ", "UPGRADE FAILED: "):  # install's and upgrade's own prefix
+        text = text.removeprefix(verb)
     if text.startswith("execution error at ("):
         text = text.split("): ", 1)[-1]
     if text.startswith("values don't meet the specifications of the schema"):  # one line, each problem

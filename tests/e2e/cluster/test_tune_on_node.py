@@ -33,7 +33,7 @@ def test_the_example_study_runs_on_the_node_with_trials_as_releases(api, ns, tmp
     assert starts[1] < ends[0], "two trials ran at once"
     assert (out / "best-values.yaml").is_file() and (out / "plots" / "optimization-history.png").is_file()
     # no release, Job or pod left behind
-    listed = helm.Helm(kubeconfig=KUBECONFIG, namespace=ns).run("list", "-q", "--all").stdout.split()
+    listed = helm.Helm(kubeconfig=KUBECONFIG, namespace=ns).releases()
     assert listed == [], listed
     for t in study.trials:
         assert kube.release_objects(api, ns, tune.release_name("spirals", t.number)) == []

@@ -132,6 +132,9 @@ def run_uninstall(args: argparse.Namespace) -> int:
     def tell(msg: str) -> None:
         print(f"[uninstall {time.monotonic() - t0:6.1f}s] {msg}", flush=True)
 
+    found = helm.run("status", args.release)
+    if found.returncode != 0 and "not found" in found.stderr:  # as status and logs say of a release not there
+        raise UsageError(f"no release {args.release} in namespace {namespace}: helm list -n {namespace}")
     helm.uninstall(args.release, wait=True, timeout="5m", check=True)
     # Helm deletes the Jobs; their pods go after them (the garbage collector), still stopping
     left = kube.wait_for_no_pods(api, namespace, args.release, timeout=300, say=tell)

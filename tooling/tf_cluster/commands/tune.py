@@ -58,8 +58,10 @@ def run(args: argparse.Namespace) -> int:
     say = print_flush
     docs = helm.parse(helm.Helm(args.helm).template(tune.release_name(space.study, 0), base))
     tasks = len(manifests.pods(docs))
+    # the cluster reached before the study is stored: a kubeconfig that fails leaves no study behind
+    api = kube.connect(args.kubeconfig, args.namespace)[0] if args.kubeconfig else None
     study = tune.open_study(space, url, resume=args.resume, say=say)  # before any namespace is made
-    backend, created = cluster_backend(args, tasks) if args.kubeconfig else local_backend(args, out, tasks)
+    backend, created = cluster_backend(args, api, tasks) if api is not None else local_backend(args, out, tasks)
     say(
         f"tf-cluster tune: study {space.study} ({space.algorithm}, {space.goal} {space.metric}), "
         f"{space.max_trials} trials, {space.parallel} at once, {tasks} task(s) each, "
@@ -70,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         tune.run_study(space, base, backend, study, say=say)
     finally:
         if created and not args.keep:
-            kube.delete_namespace(kube.client_for(args.kubeconfig), args.namespace)
+            kube.delete_namespace(api, args.namespace)
             say(f"namespace {args.namespace} deleted")
     report(study, space, base, out, say, args.helm)
     return 0
@@ -104,9 +106,8 @@ def local_backend(args: argparse.Namespace, out: Path, tasks: int) -> tuple[tune
     return tune.Backend(make, tasks, local=True, logs=tune.local_logs, helm_major=args.helm), False
 
 
-def cluster_backend(args: argparse.Namespace, tasks: int) -> tuple[tune.Backend, bool]:
+def cluster_backend(args: argparse.Namespace, api: object, tasks: int) -> tuple[tune.Backend, bool]:
     h = helm.Helm(args.helm, kubeconfig=args.kubeconfig, namespace=args.namespace)
-    api = kube.client_for(args.kubeconfig)
     if kube.namespace_phase(api, args.namespace) == "Terminating":
         raise UsageError(f"namespace {args.namespace} is still being deleted (an earlier study's); wait and retry")
     created = kube.ensure_namespace(api, args.namespace)  # before any trial: no trial owns (and deletes) it
