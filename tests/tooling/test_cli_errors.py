@@ -134,7 +134,10 @@ def test_run_local_without_tensorflow_exits_at_once_naming_the_extra(tmp_path):
     took = time.monotonic() - t0
     assert r.returncode == 3, r.stdout + r.stderr
     line = one_line(r, "run-local")
-    assert "tf-cluster[local]" in line and "pipx install 'tf-cluster[local]'" in line, line
+    assert "tf-cluster[local]" in line and "pipx install --force '.[local]'" in line, line
+    # the whole extra into tf-cluster's environment: TensorFlow alone lacks the trainers' tf-keras
+    inject = line.split("pipx inject tf-cluster ", 1)[1]
+    assert "'tensorflow==" in inject and "'tf-keras==" in inject and "'tensorboard" in inject, line
     assert took < 10, f"took {took:.1f}s"
     assert not (tmp_path / "run").exists()  # nothing started
 

@@ -252,6 +252,18 @@ def test_cli_reads_kubectl_list_output_and_writes_one_file_per_tfjob(tmp_path):
     assert "# Converter notes" in text and "OnFailure -> retried" in text  # notes kept in the file too
 
 
+def test_one_tfjob_into_a_folder_not_made_yet_is_written_there_by_name(tmp_path):
+    """docs/user-guide/from-tfjob.md: `-o converted/` writes one <name>.yaml each, also for one TFJob;
+    a PATH without the slash is the values file itself."""
+    cli = [sys.executable, "-m", "tf_cluster.cli", "from-tfjob", str(UPSTREAM / "simple.yaml")]
+    for given, written in (("converted/", "converted/tfjob-simple.yaml"), ("one.yaml", "one.yaml")):
+        r = subprocess.run(
+            [*cli, "-o", str(tmp_path) + "/" + given, "--entrypoint", "python /t.py"], capture_output=True, text=True
+        )
+        assert r.returncode == 0, r.stderr
+        assert (tmp_path / written).is_file() and f"wrote {tmp_path / written}" in r.stderr, r.stderr
+
+
 def test_without_an_entrypoint_the_values_say_so_and_the_schema_check_refuses_them():
     """convert() with no command to give (a library caller that looked nothing up) leaves it empty with
     a note; the check from-tfjob runs before writing renders the values as written, so it refuses them

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tf_cluster import images
+from tf_cluster import imagebuild, images
 
 TF = images.tf_version()  # the chart's appVersion (tests/unit/test_versions.py)
 
@@ -66,3 +66,20 @@ def test_extra_requirements_are_a_layer_of_their_own_with_their_own_tag(tmp_path
     assert plain.tag == f"{TF}-cpu" and ctx.tag.startswith(f"{TF}-cpu-r") and len(ctx.tag) == len(plain.tag) + 10
     req.write_text("tabulate==0.8.10\n")
     assert images.assemble("cpu", out=tmp_path / "req2", extra_requirements=req).tag != ctx.tag
+
+
+@pytest.mark.parametrize(
+    "builder,image,stored",
+    [
+        ("podman", "tf-cluster-trainer:2.21.0-cpu", "localhost/tf-cluster-trainer:2.21.0-cpu"),
+        ("buildah", "ml/trainer:1", "localhost/ml/trainer:1"),
+        ("podman", "registry.example:5000/ml/trainer:1", "registry.example:5000/ml/trainer:1"),
+        ("podman", "ghcr.io/org/trainer:1", "ghcr.io/org/trainer:1"),
+        ("podman", "localhost/trainer:1", "localhost/trainer:1"),
+        ("docker", "ml/trainer:1", "ml/trainer:1"),
+    ],
+)
+def test_a_built_image_is_loaded_into_kind_under_the_name_its_builder_stored(builder, image, stored):
+    """`build --kind-load` and `smoke --kind` load the name the builder's store has (podman puts a
+    name without a registry under localhost/), and tell the pods that name."""
+    assert imagebuild.local_name(builder, image) == stored

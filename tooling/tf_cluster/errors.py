@@ -56,15 +56,35 @@ def yaml_problem(e: Exception) -> tuple[str, str]:
     return where, str(getattr(e, "problem", None) or e)
 
 
+def extra_requirements(extra: str) -> list[str]:
+    """The requirements of the package extra `tf-cluster[<extra>]`, as installed metadata has them
+    (e.g. "tensorflow==2.21.0"); none when tf-cluster runs from a path without metadata."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        found = requires("tf-cluster") or []
+    except PackageNotFoundError:
+        return []
+    out = []
+    for line in found:
+        requirement, _, marker = line.partition(";")
+        if f'extra == "{extra}"' in marker.replace("'", '"'):
+            out.append(requirement.strip())
+    return out
+
+
 def require_extra(extra: str, *modules: str, feature: str) -> None:
     """Stop with the install line when an optional feature's packages (the package extra
-    `tf-cluster[<extra>]`) are missing, before anything is done."""
+    `tf-cluster[<extra>]`) are missing, before anything is done. The line installs the whole extra
+    into tf-cluster's own environment (the packages alone may lack one: `local` is TensorFlow with
+    tf-keras), whether tf-cluster came from a clone, a wheel or a checkout's venv."""
     import importlib.util
 
     missing = [m for m in modules if importlib.util.find_spec(m) is None]
     if missing:
+        wanted = " ".join(f"'{r}'" for r in extra_requirements(extra)) or " ".join(missing)
         raise ToolMissing(
             f"{feature} needs {', '.join(missing)} (the extra `tf-cluster[{extra}]`): "
-            f"pipx install 'tf-cluster[{extra}]' (or `pipx inject tf-cluster {' '.join(missing)}`, "
-            f"`pip install 'tf-cluster[{extra}]'`; in a checkout: make setup)"
+            f"pipx inject tf-cluster {wanted} (installed with pipx), or pip install {wanted} in its environment; "
+            f"from a clone: pipx install --force '.[{extra}]'; in a checkout: make setup"
         )

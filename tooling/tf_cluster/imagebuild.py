@@ -7,6 +7,8 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from . import images
@@ -74,6 +76,28 @@ def stream(argv: list[str], what: str) -> None:
     code, tail, seconds = run_streaming(argv, shows, lambda m: print(m, flush=True), "build")
     if code != 0:
         raise BuildError(f"{what} failed (exit {code}) after {seconds:.0f}s; last lines:\n  " + "\n  ".join(tail))
+
+
+def local_name(builder: str, image: str) -> str:
+    """The name the builder's store has a built image under: podman and buildah put a name without a
+    registry host under localhost/ (what a kind node must then be given, and the pods asked for)."""
+    first = image.split("/", 1)[0]
+    hosted = "/" in image and ("." in first or ":" in first or first == "localhost")
+    return image if builder == "docker" or hosted else f"localhost/{image}"
+
+
+def load_into_kind(image: str, cluster: str, run: Callable[[list[str], str], object]) -> None:
+    """`image` into every node of kind cluster `cluster`: from docker's store when it has it (`kind load
+    docker-image`, docker only), else saved from podman's (`kind load image-archive`). `run(argv, what)`
+    runs one command or raises, naming `what`."""
+    docker = shutil.which("docker")
+    if docker and subprocess.run([docker, "image", "inspect", image], capture_output=True).returncode == 0:
+        run(["kind", "load", "docker-image", image, "--name", cluster], "kind load docker-image")
+        return
+    with tempfile.TemporaryDirectory() as d:
+        tar = str(Path(d) / "image.tar")
+        run(["podman", *podman_flags(), "save", "-o", tar, image], "podman save")
+        run(["kind", "load", "image-archive", tar, "--name", cluster], "kind load image-archive")
 
 
 def image_size(builder: str, image: str) -> str:

@@ -10,7 +10,16 @@ from pathlib import Path
 
 from .. import IMAGES, images
 from ..errors import ToolMissing, UsageError
-from ..imagebuild import BUILDERS, build_argv, default_ca_bundle, detect_builder, image_size, stream
+from ..imagebuild import (
+    BUILDERS,
+    build_argv,
+    default_ca_bundle,
+    detect_builder,
+    image_size,
+    load_into_kind,
+    local_name,
+    stream,
+)
 from . import Subparsers
 
 
@@ -88,9 +97,12 @@ def run(args: argparse.Namespace) -> int:
     if args.push:
         for tag in (ctx.image, ctx.pinned_image):
             stream([builder, "push", tag], f"push {tag}")
+    repository = args.repository
     if args.kind_load:
         if not shutil.which("kind"):
             raise ToolMissing("kind not found: install kind to use --kind-load")
-        stream(["kind", "load", "docker-image", ctx.image, "--name", args.kind_load], "kind load")
-    print(f"[build] use it: --set image.repository={args.repository} --set image.tag={ctx.tag}", flush=True)
+        image = local_name(builder, ctx.image)  # as the kind nodes will have it (podman: localhost/...)
+        repository = image.rsplit(":", 1)[0]
+        load_into_kind(image, args.kind_load, stream)
+    print(f"[build] use it: --set image.repository={repository} --set image.tag={ctx.tag}", flush=True)
     return 0

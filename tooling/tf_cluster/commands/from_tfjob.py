@@ -4,6 +4,7 @@ rendering the chart and comparing every task's TF_CONFIG with what the TFJob con
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 import tempfile
@@ -37,9 +38,9 @@ def add_parser(sub: Subparsers) -> None:
     p.add_argument(
         "-o",
         "--output",
-        type=Path,
         metavar="PATH",
-        help="values file to write (one TFJob), or a folder for <name>.yaml files (several); default: stdout",
+        help="values file to write (one TFJob), or a folder for <name>.yaml files (several TFJobs, an existing "
+        "folder, or a PATH ending in /); default: stdout",
     )
     p.add_argument(
         "--entrypoint",
@@ -76,7 +77,7 @@ def read(path: str) -> tuple[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     found = [(job, src) for text, src in map(read, args.manifests) for job in tfjob.load(text, src)]
-    if len(found) > 1 and (args.output is None or args.output.suffix in (".yaml", ".yml")):
+    if len(found) > 1 and (args.output is None or Path(args.output).suffix in (".yaml", ".yml")):
         raise UsageError(f"{len(found)} TFJobs: give -o FOLDER to write one values file per TFJob")
     entrypoint = shlex.split(args.entrypoint) if args.entrypoint else None
     looked_up: dict[str, imageconfig.ImageConfig] = {}
@@ -97,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
             sys.stdout.write(text)
             continue
         stem = conv.name if names.count(conv.name) == 1 else f"{conv.namespace or 'default'}-{conv.name}"
-        out = args.output / f"{stem}.yaml" if len(found) > 1 or args.output.is_dir() else args.output
+        output = Path(args.output)  # Path drops a trailing "/": what says a folder not made yet
+        folder = len(found) > 1 or output.is_dir() or args.output.endswith(("/", os.sep))
+        out = output / f"{stem}.yaml" if folder else output
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         print(f"wrote {out}", file=sys.stderr)

@@ -15,7 +15,6 @@ import argparse
 import os
 import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -125,20 +124,9 @@ def kind_load(
         builder = imagebuild.detect_builder()
         say(f"building {ctx.pinned_image} with {builder}")
         imagebuild.stream(imagebuild.build_argv(builder, ctx, ca_bundle), f"{builder} build")
-        image = ctx.pinned_image
-        if builder == "podman":  # podman names it localhost/<repo>: load that exact name
-            image = f"localhost/{image}"
+        image = imagebuild.local_name(builder, ctx.pinned_image)  # podman's localhost/<repo>: load that name
     say(f"loading {image} into kind cluster {name}")
-    if (
-        shutil.which("docker")
-        and subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0
-    ):
-        sh(["kind", "load", "docker-image", image, "--name", name], say, "kind load docker-image")
-    else:
-        with tempfile.TemporaryDirectory() as d:
-            tar = Path(d) / "image.tar"
-            sh(["podman", "save", "-o", tar, image], say, "podman save")
-            sh(["kind", "load", "image-archive", tar, "--name", name], say, "kind load image-archive")
+    imagebuild.load_into_kind(image, name, lambda argv, what: sh(argv, say, what))
     return image
 
 
