@@ -102,10 +102,39 @@ def missing() -> str | None:
     return None
 
 
+_given_lock = threading.Lock()
+_given_ports: set[int] = set()  # handed out by this process: clusters started side by side (bench_sim
+_given_dns: set[str] = set()  # --beside) each get their own, though the first is not bound yet
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback TCP port free now and not handed out before by this process."""
+    with _given_lock:
+        while True:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port not in _given_ports:
+                _given_ports.add(port)
+                return port
+
+
+def free_dns_ip(first: int = 153) -> str:
+    """A loopback address (127.0.0.<first> on) whose DNS port is free and that this process has not
+    handed out: each simulated cluster's CoreDNS listens on port 53 of its own."""
+    with _given_lock:
+        for last in range(first, 255):
+            ip = f"127.0.0.{last}"
+            if ip in _given_dns:
+                continue
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+                try:
+                    s.bind((ip, 53))
+                except OSError:
+                    continue
+            _given_dns.add(ip)
+            return ip
+    raise RuntimeError(f"no loopback address from 127.0.0.{first} on has port 53 free")
 
 
 def sh(*argv) -> None:
@@ -175,9 +204,9 @@ def pod_env(pod: dict, config_map: Callable[[str], dict] | None = None) -> dict[
 
 
 class SimCluster:
-    def __init__(self, work: Path, nodes: int = 256, node_pods: int = 32, dns_ip: str = "127.0.0.153"):
+    def __init__(self, work: Path, nodes: int = 256, node_pods: int = 32, dns_ip: str | None = None):
         self.work = Path(work)
-        self.nodes, self.node_pods, self.dns_ip = nodes, node_pods, dns_ip
+        self.nodes, self.node_pods, self.dns_ip = nodes, node_pods, dns_ip or free_dns_ip()
         self.procs: dict[str, subprocess.Popen] = {}
         self.config_maps: dict[tuple[str, str], dict] = {}
         self.agents: dict[str, subprocess.Popen] = {}  # pod name -> its tf-cluster-agent sidecar (task())
@@ -323,6 +352,9 @@ class SimCluster:
         self._wait("CoreDNS metrics", lambda: bool(self.dns_requests() is not None), 60)
 
     def down(self) -> None:
+        for agent in self.agents.values():  # task()'s sidecars: their tasks' ends stop them, if they end
+            if agent.poll() is None:
+                agent.terminate()
         for p in reversed(list(self.procs.values())):
             if p.poll() is None:
                 p.terminate()
@@ -470,30 +502,27 @@ class SimCluster:
         with urllib.request.urlopen(f"http://127.0.0.1:{self.etcd_port}/metrics", timeout=10) as r:
             return int(sum(counters(r.read().decode(), "etcd_mvcc_db_total_size_in_bytes").values()))
 
+    def _etcd_range(self, key: str, **options) -> list[dict]:
+        """etcd's v3 range request through its JSON gateway: the key-values found (keys and values
+        base64); `range_end` (a key) and the other options as etcd's RangeRequest has them."""
+        body = {"key": base64.b64encode(key.encode()).decode(), **options}
+        if "range_end" in body:
+            body["range_end"] = base64.b64encode(body["range_end"].encode()).decode()
+        req = urllib.request.Request(f"http://127.0.0.1:{self.etcd_port}/v3/kv/range", data=json.dumps(body).encode())
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read()).get("kvs") or []
+
     def etcd_first_key(self, prefix: str) -> str | None:
         """The first key under `prefix` in etcd (keys only): a pod's name when the API server no longer
         answers, as after etcd filled."""
         end = prefix[:-1] + chr(ord(prefix[-1]) + 1)
-        body = json.dumps(
-            {
-                "key": base64.b64encode(prefix.encode()).decode(),
-                "range_end": base64.b64encode(end.encode()).decode(),
-                "limit": 1,
-                "keys_only": True,
-            }  # fmt: skip
-        ).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.etcd_port}/v3/kv/range", data=body)
-        with urllib.request.urlopen(req, timeout=10) as r:
-            kvs = json.loads(r.read()).get("kvs") or []
+        kvs = self._etcd_range(prefix, range_end=end, limit=1, keys_only=True)
         return base64.b64decode(kvs[0]["key"]).decode() if kvs else None
 
     def etcd_value_bytes(self, key: str) -> int:
         """The size of the value etcd stores under `key` (e.g. /registry/pods/<ns>/<name>: the API
-        server's protobuf of the object), read through etcd's v3 JSON gateway."""
-        body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{self.etcd_port}/v3/kv/range", data=body)
-        with urllib.request.urlopen(req, timeout=10) as r:
-            kvs = json.loads(r.read()).get("kvs") or []
+        server's protobuf of the object)."""
+        kvs = self._etcd_range(key)
         if not kvs:
             raise RuntimeError(f"etcd holds no {key}")
         return len(base64.b64decode(kvs[0]["value"]))

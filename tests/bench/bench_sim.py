@@ -11,9 +11,10 @@ nodes, the real CoreDNS with the addon's Corefile). Three benchmarks, figures in
 2. **The floor.** On a new cluster of the same kind, the same release's pods as bare pods (no Job),
    created at kube-controller-manager's default client rate: the time until all are Running, which
    the report shows each start against, as a ratio.
-3. **What the launchers ask.** In the same clusters as 1 (gang off), the real launcher for a sample
-   of the release's tasks (up to 32 processes: the leading task and others, each with its pod's own
-   environment and a token bound to its pod, `-- sleep` as its program, resolving through CoreDNS):
+3. **What the launchers ask.** Each on a new cluster of its own, the release started there first
+   (gang off), the real launcher for a sample of the release's tasks (up to 32 processes: the
+   leading task and others, each with its pod's own environment and a token bound to its pod,
+   `-- sleep` as its program, resolving through CoreDNS):
    API requests (the API server's audit log of the tasks' service account, each request's pod named
    by its token) and DNS queries (CoreDNS' coredns_dns_requests_total) in four windows one after the
    other, fixed below before any run: (a) the start, (b) the fencers' first LIST of the release's
@@ -25,7 +26,13 @@ nodes, the real CoreDNS with the addon's Corefile). Three benchmarks, figures in
 Each floor, start and launchers' run is a part saved on its own as it ends (sim_parts.py: under
 tests/bench/measured/sim/, committed, with a fingerprint of the code it measured): a run measures what
 is missing or was measured with other code, as much as fits --minutes, and assembles
-build/bench/sim.json from today's parts; the whole takes ~7 h on 2 cores, so it is measured in sittings.
+build/bench/sim.json from today's parts. A sitting measures the floors and starts first, one after the
+other and alone on the machine (their figures are seconds); then the launchers' runs, whose figures are
+requests counted in windows of fixed length, --beside of them at once, each in its own cluster (its
+own API server, audit log and CoreDNS): each saves the parts that ran beside it and the machine's idle
+CPU in each window, so that a window short of CPU shows. One after the other, the launchers' twelve
+runs are ~6 of the whole's ~8 hours at their limits on 2 cores; three at once, the whole is ~4-5 hours,
+measured in sittings.
 
     .venv/bin/python tests/bench/bench_sim.py --plan                  # what is measured, what is left
     .venv/bin/python tests/bench/bench_sim.py [--minutes 90] [--sizes 64,512,4096] [--shapes ...]
@@ -51,7 +58,8 @@ from pathlib import Path
 
 import sim_audit
 import sim_parts
-from benchlib import OUT, chart_at, launcher_at, save, say, table
+from benchlib import OUT, chart_at, launcher_at, save, table
+from benchlib import say as say_plain
 
 from tf_cluster import CHART, ROOT, helm
 
@@ -59,6 +67,10 @@ sys.path.insert(0, str(ROOT / "hack"))  # the node harness: its simulated cluste
 from node.sim import SimCluster, missing, pod_env  # noqa: E402
 
 LAUNCHER = CHART / "files" / "launcher.py"
+_measuring = threading.local()  # .part: the launchers' part a thread measures (its lines say so)
+# what a sitting's end must stop if a part's own thread did not (a SIGTERM ends the main thread only):
+# each live cluster's down() and each live batch of launchers' stop()
+ACTIVE: set[Callable[[], None]] = set()
 BACKGROUND = {"nodes", "nodes/status", "leases"}  # kwok's heartbeats for its 256 nodes, not the release
 
 # The launchers' windows, chosen before any run (issue 46) and printed in the report. Constants, not
@@ -103,6 +115,23 @@ class Windows:
     def saved(self) -> dict:
         return {"start_limit_s": START_LIMIT_S, "list_limit_s": self.list_limit, "steady_s": self.steady,
                 "fault_s": self.fault, "floor_qps": FLOOR_QPS, "floor_burst": FLOOR_BURST}  # fmt: skip
+
+
+def say(msg: str) -> None:
+    """A line of progress; a launchers' part, measured beside others, names itself in each of its own."""
+    part = getattr(_measuring, "part", None)
+    say_plain(f"[{part}] {msg}" if part else msg)
+
+
+def stop_active() -> None:
+    """Take down what parts still measure (their clusters, their launchers): after a SIGTERM or a crash
+    of the main thread, whose exit no thread of a part sees."""
+    for stop in list(ACTIVE):
+        try:
+            stop()
+        except Exception as e:  # noqa: BLE001 - take down the rest whatever one does
+            say_plain(f"taking a part down: {type(e).__name__}: {e}")
+    ACTIVE.clear()
 
 
 def values_for(shape: str, n: int, gang: bool) -> helm.Values:
@@ -343,12 +372,29 @@ def elected_fencers(sim: SimCluster, pods: list[dict]) -> list[str]:
     return out
 
 
+def cpu_times() -> tuple[int, int]:
+    """The machine's idle and total CPU time so far, every core's (/proc/stat's first line, in ticks)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    return ticks[3] + ticks[4], sum(ticks)  # idle + iowait; user nice system idle iowait irq softirq steal
+
+
 def counters_now(sim: SimCluster) -> dict:
-    """A window's edge: the time, CoreDNS' queries answered, the bytes of every LIST answered."""
+    """A window's edge: the time, CoreDNS' queries answered, the bytes of every LIST answered, the
+    machine's CPU time (idle, total)."""
     dns = sim.dns_requests()
     if dns is None:
         raise RuntimeError(f"CoreDNS' metrics did not answer (logs in {sim.work})")
-    return {"t": time.time(), "dns": dns, "listed": sim.list_bytes()}
+    return {"t": time.time(), "dns": dns, "listed": sim.list_bytes(), "cpu": cpu_times()}
+
+
+def idle_shares(edges: list[dict]) -> list[float]:
+    """The machine's idle CPU share in each window between two edges, in %: what the parts measured
+    beside each other left (a window that ran short of CPU says so here)."""
+    out = []
+    for a, b in zip(edges, edges[1:], strict=False):
+        total = b["cpu"][1] - a["cpu"][1]
+        out.append(round(100 * (b["cpu"][0] - a["cpu"][0]) / total, 1) if total else 0.0)
+    return out
 
 
 class Launchers:
@@ -363,6 +409,7 @@ class Launchers:
         self.lost: set[str] = set()  # killed with their node (the fault)
         # the program sleeps until after the last window: all are stopped together
         program = ["sh", "-c", f"sleep $(( {int(self.t0 + lives)} - $(date +%s) ))"]
+        ACTIVE.add(self.stop)
         for pod in pods:
             name = pod["metadata"]["name"]
             self.logs[name] = []
@@ -406,11 +453,15 @@ class Launchers:
         return out
 
     def stop(self) -> None:
+        ACTIVE.discard(self.stop)
         for p in self.procs.values():
             if p.poll() is None:
                 p.terminate()
         for p in self.procs.values():
-            p.wait(30)
+            try:
+                p.wait(30)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
     def waits(self) -> list[float]:
         """How long each task waited for its peers (its log: "resolve after N s")."""
@@ -487,6 +538,7 @@ def run_launchers(
         "tasks": k,
         "fencers": who.fencers,
         "windows": [round(e["t"] - edges[0]["t"], 1) for e in edges],
+        "cpu_idle_pct": idle_shares(edges),  # the machine's, window by window: (a) to (d)
         **start_costs(events, edges, k),
         "list": list_costs(events, edges, lists, windows.list_limit),
         "steady": steady_costs(events, edges, k),
@@ -521,7 +573,7 @@ def measure_windows(sim: SimCluster, who: Sample, tasks: Launchers, windows: Win
 
 def start_costs(events: list[dict], edges: list[dict], k: int) -> dict:
     """(a) the start: from the launchers' start until each has started its program."""
-    (t0, dns0, listed0), (t1, dns1, listed1) = (tuple(e.values()) for e in edges[:2])
+    (t0, dns0, listed0), (t1, dns1, listed1) = ((e["t"], e["dns"], e["listed"]) for e in edges[:2])
     at_start = sim_audit.within(events, t0, t1)
     return {
         "start_s": round(t1 - t0, 2),
@@ -797,6 +849,13 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--nodes", type=int, default=256)
     ap.add_argument("--skip-launchers", action="store_true")
     ap.add_argument(
+        "--beside",
+        type=int,
+        default=3,
+        help="launchers' parts measured at once, each in a cluster of its own (a 4096-task one holds 2); "
+        "the floors and starts run alone first",
+    )
+    ap.add_argument(
         "--out",
         default="sim",
         help="build/bench/OUT.json; the parts of any OUT but sim go to build/bench/OUT-parts/, not the committed ones",
@@ -865,9 +924,7 @@ def measure_launcher(
         # take its token away: it then asked nothing at all)
         env["TF_CLUSTER_AGENT_DIR"] = ""
     say(f"  launchers ({label}, {shape}, {n} tasks{'' if fence else ', fence off'})")
-    res = run_launchers(
-        sim, start["namespace"], launcher, min(args.sample, n), work / f"l-{shape}-{label}", windows, env
-    )
+    res = run_launchers(sim, start["namespace"], launcher, min(args.sample, n), work, windows, env)
     res.update(shape=shape, size=n, launcher=label if fence else label + " (fence off)")
     steady, fault = res["steady"], res["fault"]
     say(
@@ -875,17 +932,16 @@ def measure_launcher(
         f"queries; first LIST {res['list']['requests']} request(s), {res['list']['bytes'] / 1e6:.1f} MB; "
         f"steady {steady['per_task_min']} API request(s)/min ({steady['renewals']} watch renewals), "
         f"{steady['dns_per_task_min']} DNS queries/min; fault: fencers {fault['fencer_requests_per_task']}, "
-        f"followers {fault['follower_requests_per_task']} request(s) each, pod Failed at {fault.get('failed_s')} s"
+        f"followers {fault['follower_requests_per_task']} request(s) each, pod Failed at {fault.get('failed_s')} s; "
+        f"CPU idle {res['cpu_idle_pct']} %"
     )
     return res
 
 
-def measure_group(
-    args: argparse.Namespace, store: sim_parts.Store, parts: list, work: Path, charts: dict, launchers: dict, windows
-) -> None:
-    """A release's parts in one sitting: its floor on a cluster of its own, each start on a new cluster,
-    the launchers' parts in this chart's start's; each part saved as soon as it is measured."""
-    for part in (p for p in parts if not p.in_start):
+def measure_heads(args: argparse.Namespace, store: sim_parts.Store, parts: list, work: Path, charts: dict) -> None:
+    """A release's floor and starts, one after the other, each on a new cluster of its own and alone on
+    the machine (their figures are seconds); each saved as soon as it is measured."""
+    for part in parts:
         t0 = time.time()
         if part.kind == "floor":
             store.save(part, measure_floor(args, work, part.shape, part.tasks, part.gang), time.time() - t0)
@@ -902,16 +958,70 @@ def measure_group(
                 f"{start['requests_total']} API requests; etcd {etcd}"
             )
             store.save(part, start, time.time() - t0)
-            if part.chart != "this":
-                continue
-            runs = [p for p in parts if p.in_start]
-            if "stopped" in m and runs:
-                say(f"  no launchers in a release that did not start: {', '.join(p.name for p in runs)} left")
-                continue
-            for run in runs:
-                t0 = time.time()
-                res = measure_launcher(args, sim, start, run.launcher, launchers[run.launcher], work, windows)
-                store.save(run, res, time.time() - t0)
+
+
+def measure_launchers_part(
+    args: argparse.Namespace, part: sim_parts.Part, work: Path, launcher: Path, windows: Windows
+) -> dict:
+    """A launchers' part: a new cluster of its own, its release (this chart, gang off) started there,
+    then the launcher's four windows. Run in a thread of its own, beside other parts."""
+    _measuring.part = part.name
+    say(f"a new simulated cluster of {args.nodes} nodes, its release started first")
+    with SimCluster(work / f"cluster-{part.name}", nodes=args.nodes) as sim:
+        ACTIVE.add(sim.down)
+        try:
+            start = start_release(sim, part.shape, part.tasks, gang=False)
+            if "stopped" in start["marks"]:
+                raise RuntimeError(f"its release did not start: {start['marks']['stopped']}")
+            res = measure_launcher(args, sim, start, part.launcher, launcher, work / part.name, windows)
+        finally:
+            ACTIVE.discard(sim.down)
+    m = start["marks"]
+    res["release_start"] = {"running_s": m.get("running"), "requests_total": start["requests_total"]}
+    return res
+
+
+def measure_beside(
+    args: argparse.Namespace, store: sim_parts.Store, runs: list, work: Path, launchers: dict, windows, done
+) -> list[str]:
+    """The launchers' parts in order, each in a thread of its own as soon as --beside has its slots
+    free (Part.slots); each saved as it ends, with the parts measured beside it (any time of its
+    run) under "beside"; `done()` after each. The names of the parts that failed."""
+    spans: dict[str, list] = {}  # a part's name: [when it began, when it ended (None: running)]
+    failed: list[str] = []
+    lock = threading.Lock()
+
+    def one(part: sim_parts.Part) -> None:
+        t0 = time.time()
+        try:
+            res = measure_launchers_part(args, part, work, launchers[part.launcher], windows)
+        except Exception as e:  # noqa: BLE001 - one part's failure is said and the others go on
+            say(f"FAILED: {type(e).__name__}: {e}")
+            failed.append(part.name)
+            return
+        finally:
+            spans[part.name][1] = time.time()
+        now = time.time()
+        res["beside"] = sorted(n for n, (b, e) in spans.items() if n != part.name and b < now and (e is None or e > t0))
+        with lock:
+            store.save(part, res, now - t0)
+            done()
+
+    threads: list[tuple[sim_parts.Part, threading.Thread]] = []
+    pending = list(runs)
+    while pending or any(t.is_alive() for _, t in threads):
+        used = sum(p.slots for p, t in threads if t.is_alive())
+        if pending and used + min(pending[0].slots, args.beside) <= args.beside:
+            part = pending.pop(0)
+            spans[part.name] = [time.time(), None]
+            thread = threading.Thread(target=one, args=(part,), name=part.name, daemon=True)
+            thread.start()
+            threads.append((part, thread))
+            alive = [p.name for p, t in threads if t.is_alive()]
+            say_plain(f"{part.name}: begun ({len(alive)} part(s) measuring: {', '.join(alive)})")
+            continue
+        time.sleep(2)
+    return failed
 
 
 def main() -> None:
@@ -942,16 +1052,25 @@ def main() -> None:
     def estimate(part: sim_parts.Part) -> float:
         return store.estimate(part, setup["windows"])
 
+    def plan_minutes(heads: list[list[sim_parts.Part]], runs: list[sim_parts.Part]) -> float:
+        beside = sim_parts.schedule(runs, estimate, args.beside)
+        return sum(estimate(p) for h in heads for p in h) + max((end for *_, end in beside), default=0.0)
+
+    heads, runs = sim_parts.fitting(todo, estimate, float("inf"), args.beside)
     say(
         f"{done} part(s) measured already with today's code ({store.print}), {sum(len(p) for p in todo)} to "
-        f"measure (~{sum(estimate(p) for parts in todo for p in parts) / 60:.1f} h: what each took when last "
-        "measured, or its limits)" + (f"; saved with other code: {', '.join(stale)}" if stale else "")
+        f"measure (~{plan_minutes(heads, runs) / 60:.1f} h with {args.beside} launchers' part(s) at once: "
+        "what each took when last measured, or its limits)"
+        + (f"; saved with other code: {', '.join(stale)}" if stale else "")
     )
     if args.plan:
-        for parts in todo:
-            say(f"  {', '.join(p.name for p in parts)}: ~{sum(estimate(p) for p in parts):.0f} min")
+        for head in heads:
+            say(f"  alone: {', '.join(p.name for p in head)}: ~{sum(estimate(p) for p in head):.0f} min")
+        for part, begin, _ in sim_parts.schedule(runs, estimate, args.beside):
+            say(f"  beside others: {part.name}: ~{estimate(part):.0f} min, from ~{begin:.0f} min after the starts")
         return
     work = prepare("tf-cluster-sim-")
+    failed: list[str] = []
     try:
         # this checkout's, as it was when the run began
         launchers = {
@@ -960,22 +1079,36 @@ def main() -> None:
         }
         charts = {"this": CHART, args.chart_before: chart_at(args.chart_before, work)}
         deadline = None if args.minutes is None else time.time() + args.minutes * 60
-        for parts in todo:
-            left = float("inf") if deadline is None else (deadline - time.time()) / 60
-            fit = sim_parts.fitting(parts, estimate, left)
-            if len(fit) < len(parts):
-                rest = [p for p in parts if p not in fit]
-                say(f"left for a later run: {', '.join(p.name for p in rest)} ({max(0.0, left):.0f} min left)")
-            if fit:
-                measure_group(args, store, fit, work, charts, launchers, windows)
-                save(args.out, store.assembled(groups))
+
+        def left() -> float:
+            return float("inf") if deadline is None else (deadline - time.time()) / 60
+
+        # the floors and starts first, alone on the machine, each group's all or none
+        for head in heads:
+            fit, _ = sim_parts.fitting([head], estimate, left())
+            if not fit:
+                say(f"left for a later run: {', '.join(p.name for p in head)} ({max(0.0, left()):.0f} min left)")
+                continue
+            measure_heads(args, store, head, work, charts)
+            save(args.out, store.assembled(groups))
+        # then the launchers' parts, --beside of them at once, as many as end in the time left
+        _, fit = sim_parts.fitting([[p] for p in runs], estimate, left(), args.beside)
+        if len(fit) < len(runs):
+            rest = [p.name for p in runs if p not in fit]
+            say(f"left for a later run: {', '.join(rest)} ({max(0.0, left()):.0f} min left)")
+        failed = measure_beside(
+            args, store, fit, work, launchers, windows, lambda: save(args.out, store.assembled(groups))
+        )
     finally:
+        stop_active()  # a SIGTERM or a crash here: no part's cluster or launcher outlives the run
         shutil.rmtree(work, ignore_errors=True)  # the clusters' folders (GBs of etcd at 4096 tasks)
     result = store.assembled(groups)
     save(args.out, result)
     print_starts(result)
     if result["missing"]:
         say(f"not measured yet ({len(result['missing'])}): {', '.join(result['missing'])}; run it again to go on")
+    if failed:
+        sys.exit(f"{len(failed)} launchers' part(s) failed (above): {', '.join(failed)}")
 
 
 def print_starts(result: dict) -> None:

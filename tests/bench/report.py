@@ -445,6 +445,8 @@ def refuse_unpublishable(d: dict) -> None:
         )
     if "windows" not in d or any("steady" not in r for r in d["launchers"]):
         raise SystemExit("these simulated-cluster figures predate the fixed windows: run bench_sim.py again")
+    if any("beside" not in r or "cpu_idle_pct" not in r for r in d["launchers"]):
+        raise SystemExit("these launchers' figures do not say what was measured beside them: run bench_sim.py again")
 
 
 def times_floor(seconds: float | None, floor: float | None) -> str:
@@ -479,6 +481,7 @@ def launcher_rows(d: dict) -> tuple[list[list], list[list]]:
             + [steady["per_task_min"], per_minute(steady["by_verb"], k, steady["seconds"]), steady["renewals"]]
             + [steady["dns_per_task_min"], fault["fencer_requests_per_task"], fault["follower_requests_per_task"]]
             + [fault.get("node_not_ready_s", "-"), fault.get("failed_s", "no"), fault.get("replaced_s", "no")]
+            + [len(r["beside"]), r["cpu_idle_pct"][2]]
         )
     return early, late
 
@@ -489,7 +492,10 @@ def launcher_costs(d: dict) -> list[str]:
     who = ["release", "tasks N", "launcher", "sampled"]
     return [
         "### What the launchers ask of the API server and DNS",
-        f"In the same clusters (gang off), the real launcher of a sample of the release's tasks (up to "
+        "Each launcher's run in a new cluster of its own, its release (gang off) started there first, several "
+        "such runs at once (*beside*: how many others ran during some of its windows; *CPU idle*: the machine's "
+        "idle share in the steady window; their figures are requests, not seconds), after the starts above, "
+        f"which ran alone. The real launcher of a sample of the release's tasks (up to "
         f"{max(r['tasks'] for r in d['launchers'])}: the leading task, each ps, then workers by index), each with "
         "its pod's environment and a service-account token bound to its pod (as the kubelet projects one), "
         "`sleep` as its program, resolving through the simulated cluster's CoreDNS. API requests: the API "
@@ -521,7 +527,8 @@ def launcher_costs(d: dict) -> list[str]:
         md_table(
             who
             + ["(c) API req/task/min", "by verb /task/min", "watch renewals", "DNS queries/task/min"]
-            + ["(d) API req/fencer", "API req/other task", "node NotReady s", "pod Failed s", "replacement Running s"],
+            + ["(d) API req/fencer", "API req/other task", "node NotReady s", "pod Failed s", "replacement Running s"]
+            + ["beside", "CPU idle % (c)"],
             late,
         ),
         "",

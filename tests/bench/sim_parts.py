@@ -68,7 +68,7 @@ def commit(root: Path = ROOT) -> str:
 @dataclass(frozen=True)
 class Part:
     """One measurement: a floor (bare pods), a start (a release until all its pods run), or one
-    launcher's four windows in a start's cluster."""
+    launcher's four windows in a cluster of its own, its release started there first."""
 
     kind: str  # floor | start | launchers
     shape: str  # mwms | ps
@@ -78,34 +78,42 @@ class Part:
     launcher: str = ""  # launchers: before | after
 
     @property
-    def in_start(self) -> bool:
-        """Measured inside its start's cluster (a launchers' part), after the group's floor and starts,
-        which are measured together, all or none."""
+    def beside(self) -> bool:
+        """Measured beside others (a launchers' part: its windows count requests, not seconds), after
+        the sitting's floors and starts, which run alone, each group's all or none."""
         return self.kind == "launchers"
+
+    @property
+    def slots(self) -> int:
+        """How many of a sitting's --beside slots it holds while measured: two past 1024 tasks (the
+        API server of a 4096-task release holds GBs; two such clusters at once fit this machine)."""
+        return 2 if self.tasks > 1024 else 1
 
     @property
     def name(self) -> str:
         gang = "gang" if self.gang else "nogang"
-        if self.in_start:
+        if self.beside:
             return f"launchers-{self.shape}-{self.tasks}-{self.launcher}"
         chart = "" if self.chart == "this" else f"-chart-{self.chart}"
         return f"{self.kind}-{self.shape}-{self.tasks}-{gang}{chart}"
 
     def minutes(self, windows: dict) -> float:
         """At most how long it takes (to plan a sitting): the pods' creation at the controller's rate,
-        a gang's binding after it (as long again), the launchers' windows at their limits."""
-        if self.in_start:
-            started, listed = 120.0, windows["list_limit_s"] if self.tasks > 1024 else 60.0
-            return (started + listed + windows["steady_s"] + windows["fault_s"] + 180.0) / 60
+        a gang's binding after it (as long again), the launchers' windows at their limits after their
+        release's start."""
         create = self.tasks / CREATE_QPS * (2.0 if self.gang else 1.2)
+        if self.beside:
+            started, listed = 120.0, windows["list_limit_s"] if self.tasks > 1024 else 60.0
+            windows_s = started + listed + windows["steady_s"] + windows["fault_s"] + 180.0
+            return CLUSTER_MINUTES + (create + windows_s) / 60
         return CLUSTER_MINUTES + create / 60
 
 
 def plan(sizes: list[int], kinds: set[str], launchers: list[str], chart_before: str, before_sizes: list[int]):
-    """The benchmark's parts in the order they are measured, in groups measured together, each in one
-    sitting: a release's floor (bare pods, a cluster of its own), its start with the earlier chart where
-    asked, its start with this chart, and (gang off) the launchers measured in that start's cluster. A
-    start is compared with its floor, so the two are never measured on different machines or days.
+    """The benchmark's parts in groups, one a release: its floor (bare pods, a cluster of its own), its
+    start with the earlier chart where asked, its start with this chart, each measured alone and all in
+    one sitting (a start is compared with its floor, so the two are never measured on different machines
+    or days); and (gang off) its launchers' parts, each in a cluster of its own, in any sitting.
     `kinds`: "mwms", "mwms-gang", "ps", "ps-gang"."""
     groups: list[list[Part]] = []
     for n in sizes:
@@ -119,21 +127,39 @@ def plan(sizes: list[int], kinds: set[str], launchers: list[str], chart_before: 
     return groups
 
 
-def fitting(parts: list[Part], estimate: Callable[[Part], float], minutes: float) -> list[Part]:
-    """What of a group's parts to measure fits in `minutes` (each part's `estimate`): its floor and
-    starts, all or none, then as many of its launchers' parts as fit; none when the launchers are what
-    it is measured for and none of them fits (its floor and starts would be measured again with them)."""
-    head = [p for p in parts if not p.in_start]
-    minutes -= sum(estimate(p) for p in head)
-    if minutes < 0:
-        return []
+def schedule(parts: list[Part], estimate: Callable[[Part], float], slots: int) -> list[tuple[Part, float, float]]:
+    """When each part would begin and end (minutes from the first), measured beside others on `slots`
+    slots in the order given: each begins as soon as it has its Part.slots free."""
+    free_at = [0.0] * slots  # when each slot is next free
+    out = []
+    for part in parts:
+        need = min(part.slots, slots)
+        free_at.sort()
+        begin = free_at[need - 1]
+        end = begin + estimate(part)
+        free_at[:need] = [end] * need
+        out.append((part, begin, end))
+    return out
+
+
+def fitting(
+    groups: list[list[Part]], estimate: Callable[[Part], float], minutes: float, slots: int = 1
+) -> tuple[list[list[Part]], list[Part]]:
+    """What of a sitting's parts fits in `minutes` (each part's `estimate`): first the floors and starts,
+    one after the other, each group's all or none, in order; then, in what is left, as many launchers'
+    parts (in order) as `schedule` ends in time with `slots` of them at once."""
+    heads: list[list[Part]] = []
+    for group in groups:
+        head = [p for p in group if not p.beside]
+        cost = sum(estimate(p) for p in head)
+        if head and cost <= minutes:
+            heads.append(head)
+            minutes -= cost
     runs: list[Part] = []
-    for part in (p for p in parts if p.in_start):
-        minutes -= estimate(part)
-        if minutes < 0:
-            break
-        runs.append(part)
-    return [] if len(parts) > len(head) and not runs else head + runs
+    for part in (p for g in groups for p in g if p.beside):
+        if max(end for _, _, end in schedule([*runs, part], estimate, slots)) <= minutes:
+            runs.append(part)
+    return heads, runs
 
 
 class Store:
@@ -181,13 +207,12 @@ class Store:
         return part.minutes(windows) if took is None else 1.25 * took / 60
 
     def to_measure(self, group: list[Part], again: bool = False) -> list[Part]:
-        """What of a group must be measured: nothing if every part is saved with today's fingerprint (and
-        not `again`); else its floor and starts, measured together, and its launchers' parts not saved
-        (a launchers' part needs its start's cluster, and a start is compared with its floor)."""
+        """What of a group must be measured: its floor and starts, all of them, if any is not saved with
+        today's fingerprint (a start is compared with its floor); its launchers' parts not saved (each
+        has a cluster of its own). Everything with `again`."""
         missing = [p for p in group if again or self.load(p) is None]
-        if not missing:
-            return []
-        return [p for p in group if not p.in_start or p in missing]
+        head = [p for p in group if not p.beside]
+        return (head if any(p in missing for p in head) else []) + [p for p in missing if p.beside]
 
     def assembled(self, groups: list[list[Part]]) -> dict:
         """What report.py reads (bench_sim.py's figures): today's parts, and the names of those missing."""

@@ -116,7 +116,9 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
                 "steady": {"seconds": 1200.0, "per_task_min": 0.5, "by_verb": {"watch pods": 320},
                            "renewals": 320, "dns_per_task_min": 0.0},
                 "fault": {"fencer_requests_per_task": 2.0, "follower_requests_per_task": 7.0,
-                          "node_not_ready_s": 52.0, "failed_s": 305.1, "replaced_s": 307.0}}  # fmt: skip
+                          "node_not_ready_s": 52.0, "failed_s": 305.1, "replaced_s": 307.0},
+                "beside": ["launchers-ps-64-after", "launchers-ps-64-before"],
+                "cpu_idle_pct": [40.0, 55.5, 61.2, 58.0]}  # fmt: skip
 
     windows = {"start_limit_s": 600, "list_limit_s": 600, "steady_s": 1200, "fault_s": 420, "floor_qps": 20,
                "floor_burst": 30}  # fmt: skip
@@ -141,9 +143,12 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
         "| ps | 512 | after | 32 | 1.30 | 3.10 | 48.00 | 0.10 | 12.00 | 9 | 48.00 | 13.50 | yes | 30.50 | 512 |" in rows
     )
     assert (
-        "| ps | 512 | after | 32 | 0.50 | watch pods 0.50 | 320 | 0.00 | 2.00 | 7.00 | 52.00 | 305.10 | 307.00 |"
-        in rows
+        "| ps | 512 | after | 32 | 0.50 | watch pods 0.50 | 320 | 0.00 | 2.00 | 7.00 | 52.00 | 305.10 | 307.00 | 2 "
+        "| 61.20 |" in rows
     )
+    assert "several such runs at once" in text
+    with pytest.raises(SystemExit, match="beside"):
+        report.simulated({**data, "launchers": [{k: v for k, v in launchers("after", 1, 1).items() if k != "beside"}]})
     for stated in ("at most 600 s", "the next 20 minutes", "for 420 s", "20 a second, bursts of 30"):
         assert stated in text
     assert (tmp_path / "bench-simulated-starts.png").stat().st_size > 0
@@ -187,10 +192,10 @@ def test_a_saved_part_counts_only_while_what_it_measured_is_unchanged(tmp_path):
 
 
 def test_the_benchmark_resumes_by_parts_and_assembles_only_todays(tmp_path):
-    """The plan groups a release's floor, starts and the launchers measured in its start's cluster; a
-    group with any part missing measures its floor and starts again (a start is compared with its floor,
-    the launchers need its cluster) and only its missing launchers; what report.py reads holds today's
-    parts and names the missing ones, and the report publishes no table while any is."""
+    """The plan groups a release's floor and starts (measured together, alone) with its launchers' parts
+    (each in a cluster of its own); a group with its floor or a start missing measures all of them
+    again (a start is compared with its floor), a missing launchers' part only itself; what report.py
+    reads holds today's parts and names the missing ones, and the report publishes no table while any is."""
     root = parts_root(tmp_path)
     groups = sim_parts.plan([64], {"mwms", "mwms-gang"}, ["before", "after"], "a791f8d", [64])
     assert [[p.name for p in g] for g in groups] == [
@@ -208,7 +213,10 @@ def test_the_benchmark_resumes_by_parts_and_assembles_only_todays(tmp_path):
     assert store.to_measure(release) == release
     for part in (*release[:4], *gang):
         store.save(part, {"part": part.name}, 90.0)
-    assert store.to_measure(release) == [*release[:3], release[4]], "floor and starts again, for the launchers"
+    assert store.to_measure(release) == [release[4]], "a launchers' part alone: it starts its own release"
+    store.path(release[1]).unlink()
+    assert store.to_measure(release) == [*release[:3], release[4]], "a start again: its floor and the others too"
+    store.save(release[1], {"part": release[1].name}, 90.0)
     assert store.to_measure(gang) == [] and store.to_measure(gang, again=True) == gang
     d = store.assembled(groups)
     assert [f["part"] for f in d["floors"]] == ["floor-mwms-64-nogang", "floor-mwms-64-gang"]
@@ -216,23 +224,40 @@ def test_the_benchmark_resumes_by_parts_and_assembles_only_todays(tmp_path):
     assert d["missing"] == ["launchers-mwms-64-after"]
     with pytest.raises(SystemExit, match="1 part"):
         report.refuse_unpublishable({**d, "windows": {}})
-    # a sitting's budget: a launchers' part is bounded by its windows, a start by its pods' creation
+    # a sitting's budget: a launchers' part is bounded by its release's start and its windows, a start
+    # by its pods' creation
     windows = {"list_limit_s": 600, "steady_s": 1200, "fault_s": 420}
-    assert 29 < release[3].minutes(windows) < 35 < sim_parts.Part("launchers", "ps", 4096).minutes(windows) < 45
+    big = sim_parts.Part("launchers", "ps", 4096, launcher="after")
+    assert 32 < release[3].minutes(windows) < 38 < big.minutes(windows) < 50
     assert sim_parts.Part("start", "ps", 4096).minutes(windows) < sim_parts.Part("start", "ps", 4096, True).minutes(
         windows
     )
+    assert (release[3].slots, big.slots) == (1, 2), "a 4096-task cluster holds two slots"
 
-    # the floor and starts all or none, then as many launchers as fit; nothing when no launcher fits
+    # the floors and starts first, each group's all or none; then the launchers' parts that end in time
     def limits(p: sim_parts.Part) -> float:
         return p.minutes(windows)
 
     head = sum(p.minutes(windows) for p in release[:3])
-    assert sim_parts.fitting(release, limits, head + 40) == release[:4]
-    assert sim_parts.fitting(release, limits, 1000) == release
-    assert sim_parts.fitting(release, limits, head - 0.1) == []
-    assert sim_parts.fitting(release, limits, head + 20) == [], "no starts alone that their launchers would redo"
-    assert sim_parts.fitting(gang, limits, 1000) == gang, "a gang's release: no launchers to wait for"
+    gang_head = sum(p.minutes(windows) for p in gang)
+    one = release[3].minutes(windows)
+    assert sim_parts.fitting(groups, limits, 1000) == ([release[:3], gang], release[3:])
+    assert sim_parts.fitting(groups, limits, head + gang_head + one + 1) == ([release[:3], gang], [release[3]])
+    assert sim_parts.fitting(groups, limits, head + gang_head + one + 1, slots=2) == (
+        [release[:3], gang],
+        release[3:],
+    ), "two slots: both launchers' parts in the time of one"
+    assert head < gang_head
+    assert sim_parts.fitting(groups, limits, head + 0.1) == ([release[:3]], []), "a group that does not fit waits"
+    assert sim_parts.fitting(groups, limits, head - 0.1) == ([], [])
+    # two slots: a 4096-task part waits for both; the parts after it wait for it
+    small = [sim_parts.Part("launchers", "mwms", 64, launcher=w) for w in ("before", "after")]
+    plan = sim_parts.schedule([small[0], big, small[1]], limits, 2)
+    assert [(p.name, b) for p, b, _ in plan] == [
+        ("launchers-mwms-64-before", 0),
+        ("launchers-ps-4096-after", small[0].minutes(windows)),
+        ("launchers-mwms-64-after", small[0].minutes(windows) + big.minutes(windows)),
+    ]
     # a sitting plans with what a part took when last measured (a quarter more), stale or not
     assert store.estimate(release[0], windows) == pytest.approx(1.25 * 90 / 60)
     assert store.estimate(release[4], windows) == release[4].minutes(windows), "never measured: its limits"

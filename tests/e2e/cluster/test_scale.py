@@ -26,7 +26,7 @@ def sim(tmp_path):
     if why:
         absent("the simulated cluster's binaries (the node's and kwok)", why)
     # a loopback address of its own for its CoreDNS: `make bench-sim` may hold another
-    with SimCluster(tmp_path / "sim", nodes=64, node_pods=16, dns_ip="127.0.0.154") as s:
+    with SimCluster(tmp_path / "sim", nodes=64, node_pods=16) as s:  # its own CoreDNS address (free_dns_ip)
         yield s
 
 
