@@ -475,6 +475,7 @@ def launcher_rows(d: dict) -> tuple[list[list], list[list]]:
             + [listed["seconds"], listed["requests"], round(listed["bytes"] / 1e6, 1)]
             + ["-" if listed["done_s"] is None else listed["done_s"], "yes" if listed["completed"] else "no"]
             + [max(r.get("peak_mb") or [float("nan")]), max(r["peers"]) if r.get("peers") else "-"]
+            + [r["cpu_idle_pct"][0]]
         )
         late.append(
             who
@@ -493,8 +494,9 @@ def launcher_costs(d: dict) -> list[str]:
     return [
         "### What the launchers ask of the API server and DNS",
         "Each launcher's run in a new cluster of its own, its release (gang off) started there first, several "
-        "such runs at once (*beside*: how many others ran during some of its windows; *CPU idle*: the machine's "
-        "idle share in the steady window; their figures are requests, not seconds), after the starts above, "
+        "such runs at once, each cluster started once the one before had passed its window (b) (*beside*: how "
+        "many others ran during some of its windows; *CPU idle*: the machine's idle share in window (a) and in "
+        "the steady window; their figures are requests, the start's seconds aside), after the starts above, "
         f"which ran alone. The real launcher of a sample of the release's tasks (up to "
         f"{max(r['tasks'] for r in d['launchers'])}: the leading task, each ps, then workers by index), each with "
         "its pod's environment and a service-account token bound to its pod (as the kubelet projects one), "
@@ -520,7 +522,7 @@ def launcher_costs(d: dict) -> list[str]:
             who
             + ["(a) start s", "API req/task", "DNS queries/task", "MB listed/task"]
             + ["(b) window s", "API requests", "MB listed", "LIST done at s", "LIST whole"]
-            + ["peak MB (largest)", "most peers one task waited for"],
+            + ["peak MB (largest)", "most peers one task waited for", "CPU idle % (a)"],
             early,
         ),
         "",

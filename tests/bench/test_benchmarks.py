@@ -140,7 +140,8 @@ def test_the_simulated_cluster_section_reads_what_bench_sim_saves(tmp_path, monk
     assert rows.index(before) == rows.index(mwms) - 1, "the earlier chart's row comes first"
     assert "with the chart of a791f8d" in text
     assert (
-        "| ps | 512 | after | 32 | 1.30 | 3.10 | 48.00 | 0.10 | 12.00 | 9 | 48.00 | 13.50 | yes | 30.50 | 512 |" in rows
+        "| ps | 512 | after | 32 | 1.30 | 3.10 | 48.00 | 0.10 | 12.00 | 9 | 48.00 | 13.50 | yes | 30.50 | 512 | 40.00 |"
+        in rows
     )
     assert (
         "| ps | 512 | after | 32 | 0.50 | watch pods 0.50 | 320 | 0.00 | 2.00 | 7.00 | 52.00 | 305.10 | 307.00 | 2 "
