@@ -13,6 +13,7 @@ from pathlib import Path
 
 from . import images
 from .errors import BuildError, ToolMissing
+from .imageconfig import registry_host
 from .streaming import run_streaming
 
 BUILDERS = ("docker", "podman", "buildah")
@@ -81,9 +82,7 @@ def stream(argv: list[str], what: str) -> None:
 def local_name(builder: str, image: str) -> str:
     """The name the builder's store has a built image under: podman and buildah put a name without a
     registry host under localhost/ (what a kind node must then be given, and the pods asked for)."""
-    first = image.split("/", 1)[0]
-    hosted = "/" in image and ("." in first or ":" in first or first == "localhost")
-    return image if builder == "docker" or hosted else f"localhost/{image}"
+    return image if builder == "docker" or registry_host(image) else f"localhost/{image}"
 
 
 def load_into_kind(image: str, cluster: str, run: Callable[[list[str], str], object]) -> None:

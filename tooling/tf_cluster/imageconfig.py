@@ -96,13 +96,20 @@ class Reference:
         )
 
 
+def registry_host(name: str) -> str:
+    """The registry host a reference names, "" when it names none (Docker's rule: a first path
+    component with a dot or a port, or localhost)."""
+    first, sep, _ = name.partition("/")
+    return first if sep and ("." in first or ":" in first or first == "localhost") else ""
+
+
 def parse(image: str) -> Reference:
     name, _, digest = image.strip().partition("@")
     tag = ""
     if name.rfind(":") > name.rfind("/"):
         name, tag = name.rsplit(":", 1)
-    first, sep, rest = name.partition("/")
-    if sep and ("." in first or ":" in first or first == "localhost"):
+    first, _, rest = name.partition("/")
+    if registry_host(name):
         registry, repository = first, rest
     else:
         registry, repository = DOCKER_HUB, name

@@ -101,8 +101,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kind_load:
         if not shutil.which("kind"):
             raise ToolMissing("kind not found: install kind to use --kind-load")
-        image = local_name(builder, ctx.image)  # as the kind nodes will have it (podman: localhost/...)
-        repository = image.rsplit(":", 1)[0]
-        load_into_kind(image, args.kind_load, stream)
+        repository = local_name(builder, args.repository)  # as the kind nodes will have it (podman: localhost/...)
+        load_into_kind(local_name(builder, ctx.image), args.kind_load, stream)
     print(f"[build] use it: --set image.repository={repository} --set image.tag={ctx.tag}", flush=True)
     return 0

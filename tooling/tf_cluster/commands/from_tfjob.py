@@ -77,7 +77,8 @@ def read(path: str) -> tuple[str, str]:
 
 def run(args: argparse.Namespace) -> int:
     found = [(job, src) for text, src in map(read, args.manifests) for job in tfjob.load(text, src)]
-    if len(found) > 1 and (args.output is None or Path(args.output).suffix in (".yaml", ".yml")):
+    output = None if args.output is None else Path(args.output)  # drops a trailing "/": read from args.output
+    if len(found) > 1 and (output is None or output.suffix in (".yaml", ".yml")):
         raise UsageError(f"{len(found)} TFJobs: give -o FOLDER to write one values file per TFJob")
     entrypoint = shlex.split(args.entrypoint) if args.entrypoint else None
     looked_up: dict[str, imageconfig.ImageConfig] = {}
@@ -94,11 +95,10 @@ def run(args: argparse.Namespace) -> int:
     names = [(j.get("metadata") or {}).get("name") for j, _ in found]
     for conv in converted:
         text = tfjob.to_yaml(conv)
-        if args.output is None:
+        if output is None:
             sys.stdout.write(text)
             continue
         stem = conv.name if names.count(conv.name) == 1 else f"{conv.namespace or 'default'}-{conv.name}"
-        output = Path(args.output)  # Path drops a trailing "/": what says a folder not made yet
         folder = len(found) > 1 or output.is_dir() or args.output.endswith(("/", os.sep))
         out = output / f"{stem}.yaml" if folder else output
         out.parent.mkdir(parents=True, exist_ok=True)
