@@ -355,14 +355,17 @@ class SimCluster:
         for agent in self.agents.values():  # task()'s sidecars: their tasks' ends stop them, if they end
             if agent.poll() is None:
                 agent.terminate()
+        # one after another, the last started first: kube-apiserver stopped with etcd gone waited
+        # past 40 s on its storage; stopped before etcd it is gone in about a second (measured,
+        # the whole cluster 1.4 s against the 30 s all at once took)
         for p in reversed(list(self.procs.values())):
             if p.poll() is None:
                 p.terminate()
-        for p in self.procs.values():
             try:
-                p.wait(30)
+                p.wait(15)
             except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait()
 
     def stalled(self) -> str | None:
         """Why the cluster can no longer make progress, if it cannot: etcd's database is full."""

@@ -848,6 +848,17 @@ def sizes(text: str) -> list[int]:
     return counts
 
 
+def slots(text: str) -> int:
+    """--beside's value: how many launchers' parts at once (argparse names the flag if not)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of parts, e.g. 3") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: at least 1 part at a time (1 measures them one after another)")
+    return n
+
+
 def parse_args() -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="64,512,4096", type=sizes, help="task counts, comma-separated")
@@ -857,7 +868,7 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--skip-launchers", action="store_true")
     ap.add_argument(
         "--beside",
-        type=int,
+        type=slots,
         default=3,
         help="launchers' parts measured at once, each in a cluster of its own (a 4096-task one holds 2); "
         "the floors and starts run alone first",

@@ -267,17 +267,19 @@ def test_the_benchmark_resumes_by_parts_and_assembles_only_todays(tmp_path):
     assert changed.stale(release[0]) and changed.estimate(release[0], windows) == pytest.approx(1.875)
 
 
-def test_the_benchmarks_sizes_are_refused_with_the_value_named(capsys, monkeypatch):
-    """bench_sim.py --sizes abc: argparse's error naming the flag and the value, not a traceback."""
+@pytest.mark.parametrize("flag,bad", [("--sizes", "abc"), ("--sizes", "64,0"), ("--beside", "0"), ("--beside", "-1")])
+def test_the_benchmarks_sizes_and_slots_are_refused_with_the_value_named(capsys, monkeypatch, flag, bad):
+    """bench_sim.py --sizes abc, --beside 0: argparse's error naming the flag and the value, not a
+    traceback (--beside 0 was an IndexError in sim_parts.schedule)."""
     import bench_sim
 
     assert bench_sim.sizes("64, 512") == [64, 512] and bench_sim.sizes("") == []
-    for bad in ("abc", "64,0"):
-        monkeypatch.setattr(sys, "argv", ["bench_sim.py", "--sizes", bad, "--plan"])
-        with pytest.raises(SystemExit):
-            bench_sim.parse_args()
-        err = capsys.readouterr().err
-        assert "--sizes" in err and repr(bad) in err, err
+    assert bench_sim.slots("4") == 4
+    monkeypatch.setattr(sys, "argv", ["bench_sim.py", flag, bad, "--plan"])
+    with pytest.raises(SystemExit):
+        bench_sim.parse_args()
+    err = capsys.readouterr().err
+    assert flag in err and repr(bad) in err, err
 
 
 def audit_event(task: str, verb: str, at: float, uri: str, resource: str = "pods", took: float = 0.5) -> dict:
