@@ -612,22 +612,90 @@ def test_under_parameterserver_a_worker_watches_every_ps_name_and_no_other_task_
 def test_a_new_address_of_the_leaders_name_is_a_new_incarnation_and_a_missing_one_is_not():
     """Issue 43, a lost leader: survivors of a MultiWorkerMirrored run whose leader's node was lost
     waited on it forever (850 s without a step on the harness). The leader's name answering with a
-    new address (its replacement's pod) is what restarts them; a name that stops resolving (the
-    leader finished, or is between pods) or adds an address is not."""
+    new address (its replacement's pod), while the task holds a connection to the old one, is what
+    restarts them; a name that stops resolving (the leader finished, or is between pods) or adds an
+    address is not."""
     answers = iter([{"10.0.0.5"}, set(), {"10.0.0.5"}, {"10.0.0.5", "10.0.1.7"}, set(), {"10.0.1.7"}, {"10.0.2.9"}])
     seen = []
     stop = threading.Event()
     launcher_incarnation.watch_incarnation(
-        "r-worker-0.r", stop, lambda *a: seen.append(a), every=0.001, resolve=lambda h: frozenset(next(answers))
+        "r-worker-0.r",
+        stop,
+        lambda *a: seen.append(a),
+        every=0.001,
+        resolve=lambda h: frozenset(next(answers)),
+        attached=lambda old: True,
     )
     assert seen == [("r-worker-0.r", ["10.0.0.5"], ["10.0.1.7"])]
     assert next(answers) == {"10.0.2.9"}, "it stops watching once it said so"
     # a name that did not resolve when the program started: its first address is the baseline
     answers = iter([set(), {"10.0.0.5"}, {"10.0.0.5"}, {"10.0.3.3"}])
     launcher_incarnation.watch_incarnation(
-        "r-worker-0.r", stop, lambda *a: seen.append(a), every=0.001, resolve=lambda h: frozenset(next(answers))
+        "r-worker-0.r",
+        stop,
+        lambda *a: seen.append(a),
+        every=0.001,
+        resolve=lambda h: frozenset(next(answers)),
+        attached=lambda old: True,
     )
     assert seen[-1] == ("r-worker-0.r", ["10.0.0.5"], ["10.0.3.3"])
+
+
+def test_a_task_that_never_reached_the_old_leader_takes_the_new_one_as_its_baseline():
+    """The flake of 382c63b's CI (test_an_evicted_mwms_worker_costs_no_step): worker 1's next pod
+    started while worker 0 (the leader) was exiting 42, read its old address, and was restarted
+    when the new leader showed, which failed the new leader's first try. A task that holds no
+    connection to the old address never joined it: the new address becomes its baseline, and
+    only a later replacement of an incarnation it holds restarts it."""
+    answers = iter([{"10.0.0.5"}, {"10.0.1.7"}, {"10.0.1.7"}, {"10.0.2.9"}, {"10.0.3.1"}])
+    held = {"10.0.1.7"}  # it reached the new leader, never the old one
+    replaced, moved = [], []
+    launcher_incarnation.watch_incarnation(
+        "r-worker-0.r",
+        threading.Event(),
+        lambda *a: replaced.append(a),
+        every=0.001,
+        resolve=lambda h: frozenset(next(answers)),
+        attached=lambda old: not held.isdisjoint(old),
+        on_moved=lambda *a: moved.append(a),
+    )
+    assert moved == [("r-worker-0.r", ["10.0.0.5"], ["10.0.1.7"])]
+    assert replaced == [("r-worker-0.r", ["10.0.1.7"], ["10.0.2.9"])]
+    assert next(answers) == {"10.0.3.1"}, "it stops watching once it said so"
+
+
+def test_the_connections_this_pod_holds_are_read_from_the_kernel(tmp_path):
+    """held_by_this_pod reads the pod's TCP tables: a real connection shows with its peer's
+    address, an IPv4-mapped IPv6 one as IPv4, and a listener or a closing socket does not."""
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    client = socket.create_connection(server.getsockname())
+    conn, _ = server.accept()
+    try:
+        assert "127.0.0.1" in launcher_incarnation.established_peers()
+        assert launcher_incarnation.held_by_this_pod(["127.0.0.1", "10.9.9.9"])
+    finally:
+        for s in (client, conn, server):
+            s.close()
+    header = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
+    v4 = tmp_path / "tcp"
+    v4.write_text(
+        header
+        + "   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1\n"
+        + "   1: 0500000A:C350 0700010A:08AE 01 00000000:00000000 00:00000000 00000000     0        0 2\n"
+        + "   2: 0500000A:C351 0900020A:08AE 08 00000000:00000000 00:00000000 00000000     0        0 3\n"
+    )
+    v6 = tmp_path / "tcp6"
+    v6.write_text(
+        header
+        + "   0: 0000000000000000FFFF00000500000A:C352 0000000000000000FFFF00000300030A:08AE 01 "
+        + "00000000:00000000 00:00000000 00000000     0        0 4\n"
+    )
+    # 10.1.0.7 ESTABLISHED, 10.2.0.9 CLOSE_WAIT (its peer closed: an ended process, not a vanished
+    # machine), 10.3.0.3 ESTABLISHED through an IPv6 socket; little-endian words, as on x86 and arm64
+    assert launcher_incarnation.established_peers((str(v4), str(v6))) == {"10.1.0.7", "10.3.0.3"}
+    assert launcher_incarnation.established_peers((str(tmp_path / "none"),)) is None
 
 
 def watching_peers(monkeypatch, strategy: str, tf_config: str, role: str, index: int) -> None:
@@ -648,12 +716,30 @@ def test_a_task_whose_leader_was_replaced_stops_its_program_and_exits_6(tmp_path
     watching_peers(monkeypatch, "multiWorkerMirrored", mwms("worker", 1), "worker", 1)
     answers = iter([{"10.0.0.5"}] * 5 + [{"10.0.1.7"}] * 1000)
     monkeypatch.setattr(launcher_incarnation, "addresses", lambda h: frozenset(next(answers)))
+    monkeypatch.setattr(launcher_incarnation, "established_peers", lambda: frozenset({"10.0.0.5"}))
     run = launcher_task.TaskRun(
         [sys.executable, "-c", "import time; time.sleep(60)"], {}, {"proc": None, "starting": False}, 5.0, None, None
     )
     t0 = time.monotonic()
     assert run.run() == launcher_common.EXIT_PEER_LOST == 6
     assert time.monotonic() - t0 < 10
+
+
+def test_a_task_started_as_its_leader_ended_is_not_restarted_when_the_new_one_shows(monkeypatch, capsys):
+    """The launcher's side of the baseline rule, around a real child: the leader's name moves while
+    the task holds no connection to the old address; the program runs to its own end (exit 0),
+    and the log says why nothing was restarted."""
+    watching_peers(monkeypatch, "multiWorkerMirrored", mwms("worker", 1), "worker", 1)
+    answers = iter([{"10.0.0.5"}] * 3 + [{"10.0.1.7"}] * 1000)
+    monkeypatch.setattr(launcher_incarnation, "addresses", lambda h: frozenset(next(answers)))
+    monkeypatch.setattr(launcher_incarnation, "established_peers", lambda: frozenset({"10.0.1.7"}))
+    run = launcher_task.TaskRun(
+        [sys.executable, "-c", "import time; time.sleep(1.5)"], {}, {"proc": None, "starting": False}, 5.0, None, None
+    )
+    assert run.run() == 0
+    said = capsys.readouterr()
+    assert "r-worker-0.r now answers at 10.0.1.7 (was 10.0.0.5)" in said.out + said.err
+    assert "no restart" in said.out + said.err
 
 
 def test_a_parameterserver_worker_whose_ps_was_replaced_stops_its_server_and_exits_6(monkeypatch, capsys):
@@ -670,6 +756,7 @@ def test_a_parameterserver_worker_whose_ps_was_replaced_stops_its_server_and_exi
         return frozenset({"10.0.0.6"} if looked[host] < 5 else {"10.0.1.9"})
 
     monkeypatch.setattr(launcher_incarnation, "addresses", resolve)
+    monkeypatch.setattr(launcher_incarnation, "established_peers", lambda: frozenset({"10.0.0.5", "10.0.0.6"}))
     run = launcher_task.TaskRun(
         [sys.executable, "-c", "import time; time.sleep(60)"], {}, {"proc": None, "starting": False}, 5.0, None, None
     )

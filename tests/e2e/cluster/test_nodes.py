@@ -567,9 +567,10 @@ def survivors_restarted(api, ns: str, self_fenced: bool = False) -> None:
     failure their Job counts), or, when it waits on the vanished machine with no error (measured:
     850 s without a step), their launchers see the leader's name answer with its replacement's
     address and restart them (exit 6, which their Job retries without counting). A survivor's
-    replacement that started while the old leader was still published is restarted too when the
-    new one shows. Both workers restarted, for these reasons only (and, when the leader stopped
-    itself, `self_fenced`, TensorFlow's preemption save)."""
+    replacement that started while the old leader was still published never reached it (no open
+    connection to it): its channel finds the new one, no restart. Both workers restarted, for these
+    reasons only (and, when the leader stopped itself, `self_fenced`, TensorFlow's preemption
+    save)."""
     workers = sorted(pods_of(api, ns, "-worker-"), key=lambda p: p.metadata.creation_timestamp)
     ends: dict[str, list[str]] = {}
     for p in (p for p in workers if p.status.phase == "Failed"):

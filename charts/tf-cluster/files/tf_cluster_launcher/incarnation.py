@@ -11,6 +11,14 @@ harness's three nodes: 850 s without a step, issue 43). The leader's per-task na
 Service, publishNotReadyAddresses) then names the replacement's pod, at a new address: that is
 the sign, read with one DNS lookup every EVERY seconds and no API request.
 
+Only a task whose program holds a connection to the old incarnation restarts (held_by_this_pod):
+the vanished machine never closes it (measured, issue 43), while a task started as the old
+leader ended (a preemption's exit 42, which restarts every task) may first read the old leader's
+address, still published while its pod terminates, and never reach it. Restarting such a task
+when the new leader shows restarted the new leader's first try with it (the lost peer fails its
+coordination service: a third leader try where two were due, seen once in CI). Its own gRPC
+channel resolves the name again and finds the new leader; the new address becomes its baseline.
+
 Under ParameterServer a worker is a server whose graphs read and update the variables on every ps.
 When a ps's node is lost and the ps replaced, the worker's channel to the old ps stays open on a
 machine that vanished (measured: the worker's TCP connection to the killed ps's address still
@@ -23,9 +31,11 @@ restart is what ParameterServer training is built to survive).
 
 from __future__ import annotations
 
+import ipaddress
 import socket
+import struct
 import threading
-from typing import Callable
+from typing import Callable, Iterable
 
 from .tfconfig import cluster_of, host_of, leading_role
 
@@ -60,18 +70,63 @@ def addresses(host: str) -> frozenset[str]:
         return frozenset()
 
 
+ESTABLISHED = "01"  # the state column of /proc/net/tcp{,6} (include/net/tcp_states.h)
+TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
+
+
+def _address(hex_address: str) -> str:
+    """An address of /proc/net/tcp{,6}: 32-bit words in the kernel's (host) byte order; an
+    IPv4-mapped IPv6 address read as the IPv4 one."""
+    words = bytes.fromhex(hex_address)
+    packed = b"".join(struct.pack("=I", int.from_bytes(words[i : i + 4], "big")) for i in range(0, len(words), 4))
+    ip = ipaddress.ip_address(packed)
+    mapped = getattr(ip, "ipv4_mapped", None)
+    return str(mapped or ip)
+
+
+def established_peers(tables: Iterable[str] = TCP_TABLES) -> frozenset[str] | None:
+    """The remote addresses of this pod's ESTABLISHED TCP connections (the pod's network
+    namespace: its program's and its launcher's); None if no table could be read."""
+    peers: set[str] = set()
+    read = False
+    for table in tables:
+        try:
+            with open(table, encoding="ascii") as f:
+                lines = f.read().splitlines()[1:]
+        except OSError:
+            continue
+        read = True
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 3 and fields[3] == ESTABLISHED:
+                peers.add(_address(fields[2].split(":")[0]))
+    return frozenset(peers) if read else None
+
+
+def held_by_this_pod(old: Iterable[str]) -> bool:
+    """Does this pod hold an ESTABLISHED connection to one of the `old` addresses (its program
+    joined that incarnation)? True when it cannot tell (no /proc/net/tcp): restart, as before."""
+    now = established_peers()
+    return now is None or not now.isdisjoint(old)
+
+
 def watch_incarnation(
     host: str,
     stop: threading.Event,
     on_replaced: Callable[[str, list[str], list[str]], None],
     every: float = EVERY,
     resolve: Callable[[str], frozenset[str]] | None = None,
+    attached: Callable[[Iterable[str]], bool] | None = None,
+    on_moved: Callable[[str, list[str], list[str]], None] | None = None,
 ) -> None:
     """Call `on_replaced(host, old, new)` once `host` resolves to none of the addresses it had when this
-    task's program started (the first answer, if it did not resolve then); return when `stop` is
-    set. A name that stops resolving changes nothing (the leader finished, or is being replaced):
-    only a new address is a new incarnation."""
+    task's program started (the first answer, if it did not resolve then) while the program holds
+    a connection to an old one (`attached`); return when `stop` is set. A name that stops
+    resolving changes nothing (the leader finished, or is being replaced): only a new address is a
+    new incarnation. A new address the program never reached the old one of (it started as the
+    old one ended) is the new baseline: `on_moved(host, old, new)` says so, and the watch goes on."""
     resolve = resolve or addresses
+    attached = attached or held_by_this_pod
     first = resolve(host)
     while not stop.wait(every):
         now = resolve(host)
@@ -80,5 +135,9 @@ def watch_incarnation(
         if not first:
             first = now
         elif now.isdisjoint(first):
-            on_replaced(host, sorted(first), sorted(now))
-            return
+            if attached(first):
+                on_replaced(host, sorted(first), sorted(now))
+                return
+            if on_moved is not None:
+                on_moved(host, sorted(first), sorted(now))
+            first = now

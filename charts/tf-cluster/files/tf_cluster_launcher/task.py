@@ -322,7 +322,8 @@ class TaskRun:
         every = float(env("TF_CLUSTER_INCARNATION_SECONDS", "10"))
         for host in hosts_to_watch(env("TF_CONFIG"), env("TF_CLUSTER_STRATEGY"), self.role, self.index):
             args = (host, self.stop_event, self.on_peer_replaced, every)
-            threading.Thread(target=watch_incarnation, daemon=True, args=args).start()
+            kwargs = {"on_moved": self.on_peer_moved}
+            threading.Thread(target=watch_incarnation, daemon=True, args=args, kwargs=kwargs).start()
         rc = proc.wait()
         self.stop_event.set()
         echo.join(5)
@@ -360,6 +361,14 @@ class TaskRun:
         self.restarted_for = "self-fence"
         stop_child(proc, self.grace)
         return True
+
+    def on_peer_moved(self, host: str, old: list[str], new: list[str]) -> None:
+        """A watched host names a new address, but this task's program never reached the old one (it
+        started as the old one ended): nothing to restart, its channel resolves the name again."""
+        log(
+            "%s now answers at %s (was %s); this task's program held no connection to the old address, "
+            "so it reaches the new one itself: no restart" % (host, ", ".join(new), ", ".join(old))
+        )
 
     def on_peer_replaced(self, host: str, old: list[str], new: list[str]) -> None:
         """A host of hosts_to_watch() names a new address: restart (exit 6) so that the program
