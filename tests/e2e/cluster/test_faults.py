@@ -354,9 +354,12 @@ def test_an_evicted_mwms_worker_costs_no_step(api, ns, saved):
     events = step_events(api, ns, chief_tries)
     stops = [e for e in events if e["event"] == "stopped"]
     resumes = [e for e in events if e["event"] == "resumed"]
+    # a str, which pytest shows whole (a tuple's repr is cut at 240 characters): every task's tries
+    # with how each ended, which names a follower that cut a leader's try short
     assert len(chief_tries) == 2 and len(stops) == 1 and len(resumes) == 1, (
-        [(p.metadata.name, cluster_state.termination(p)) for p in chief_tries],
-        events,
+        f"worker 0's tries: {[(p.metadata.name, cluster_state.termination(p)) for p in chief_tries]}; "
+        f"worker 1's: {[(p.metadata.name, cluster_state.termination(p)) for p in tries(api, ns, 'worker', '1')]}; "
+        f"step events: {events}"
     )
     lost = stops[0]["step"] - resumes[0]["step"]
     codes = [cluster_state.exit_code(p) for p in chief_tries]
