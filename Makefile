@@ -160,7 +160,7 @@ bench: image  ## measure and write docs/benchmarks.md (+ PNGs): scale, run-local
 
 bench-sim: setup  ## thousands of tasks on a simulated cluster (kwok's nodes, the real control plane and CoreDNS): starts of 64/512/4096 tasks, gang on and off, the bare-pod floor, what the launchers ask of the API and DNS in fixed windows (~4-5 h, in parts: MINUTES=90 measures what fits and keeps the rest for the next run; BESIDE=3 launchers' runs at once), and the Events they record during a start
 	bash hack/node/build.sh kube-apiserver kube-controller-manager kube-scheduler coredns etcd kwok
-	cd tests/bench && ../../$(PY) bench_sim.py $(if $(MINUTES),--minutes $(MINUTES)) $(if $(BESIDE),--beside $(BESIDE))
+	cd tests/bench && ../../$(PY) reaped.py ../../$(PY) bench_sim.py $(if $(MINUTES),--minutes $(MINUTES)) $(if $(BESIDE),--beside $(BESIDE))
 	cd tests/bench && ../../$(PY) bench_sim_events.py
 
 clean:  ## remove the venv, the pinned tools, build/ and runs/ (caches in ~/.cache stay)

@@ -5,8 +5,12 @@ The figures themselves are measured by `make bench`, never asserted here."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import signal
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,7 @@ from tf_cluster import ROOT, helm, kube
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
 import bench_render  # noqa: E402
 import benchlib  # noqa: E402
+import reaped  # noqa: E402
 import report  # noqa: E402
 import sim_audit  # noqa: E402
 import sim_parts  # noqa: E402
@@ -385,3 +390,36 @@ def test_the_events_section_reads_what_bench_sim_events_saves_and_says_when_the_
     # the script's bound is the launcher's own period: 30 s up to 300 tasks, then N/10 s
     events = bench_sim_events.launcher_events()
     assert [events.period(n) for n in (2, 300, 512, 4096)] == [30.0, 30.0, 51.2, 409.6]
+
+
+def test_a_sitting_stopped_with_sigterm_leaves_no_process_of_its_own_behind(tmp_path):
+    """`make bench-sim` runs bench_sim.py under reaped.py: a SIGTERM reaches the sitting, and what
+    it left behind when it exited (a process started by a thread it no longer tracked: a smoke
+    sitting stopped so left one part's cluster and 64 launchers and agents running) is stopped."""
+    pid_file = tmp_path / "left.pid"
+    sitting = tmp_path / "sitting.py"
+    sitting.write_text(
+        "import signal, subprocess, sys, threading, time\n"
+        "signal.signal(signal.SIGTERM, lambda *_: sys.exit('stopped (SIGTERM)'))\n"
+        "def start():  # a thread's process the sitting does not take down, ignoring SIGTERM too\n"
+        "    p = subprocess.Popen(['sh', '-c', 'trap \"\" TERM; sleep 300'])\n"
+        f"    open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
+        "threading.Thread(target=start, daemon=True).start()\n"
+        "time.sleep(300)\n"
+    )
+    runner = subprocess.Popen(
+        [sys.executable, str(Path(__file__).with_name("reaped.py")), sys.executable, str(sitting)],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    deadline = time.monotonic() + 30
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = int(pid_file.read_text())
+    group = os.getpgid(left)
+    assert group != os.getpgid(0) and left in reaped.members(group), "the sitting's processes: a group of their own"
+    runner.send_signal(signal.SIGTERM)
+    _, err = runner.communicate(timeout=60)
+    assert runner.returncode == 1, err  # the sitting's own exit code: sys.exit("stopped (SIGTERM)")
+    assert "stopped (SIGTERM)" in err and "2 process(es) left behind by" in err  # sh and its sleep, err
+    assert reaped.members(group) == [], "nothing of the sitting's group is left (a zombie waiting for init aside)"
