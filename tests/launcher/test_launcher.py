@@ -615,29 +615,26 @@ def test_a_new_address_of_the_leaders_name_is_a_new_incarnation_and_a_missing_on
     new address (its replacement's pod), while the task holds a connection to the old one, is what
     restarts them; a name that stops resolving (the leader finished, or is between pods) or adds an
     address is not."""
-    answers = iter([{"10.0.0.5"}, set(), {"10.0.0.5"}, {"10.0.0.5", "10.0.1.7"}, set(), {"10.0.1.7"}, {"10.0.2.9"}])
     seen = []
-    stop = threading.Event()
-    launcher_incarnation.watch_incarnation(
-        "r-worker-0.r",
-        stop,
-        lambda *a: seen.append(a),
-        every=0.001,
-        resolve=lambda h: frozenset(next(answers)),
-        attached=lambda old: True,
-    )
+
+    def watch(answers):  # the program holds a connection to every old address; what was not read
+        rest = iter(answers)
+        resolve = lambda h: frozenset(next(rest))  # noqa: E731
+        launcher_incarnation.watch_incarnation(
+            "r-worker-0.r",
+            threading.Event(),
+            lambda *a: seen.append(a),
+            every=0.001,
+            resolve=resolve,
+            attached=lambda old: True,
+        )
+        return rest
+
+    rest = watch([{"10.0.0.5"}, set(), {"10.0.0.5"}, {"10.0.0.5", "10.0.1.7"}, set(), {"10.0.1.7"}, {"10.0.2.9"}])
     assert seen == [("r-worker-0.r", ["10.0.0.5"], ["10.0.1.7"])]
-    assert next(answers) == {"10.0.2.9"}, "it stops watching once it said so"
+    assert next(rest) == {"10.0.2.9"}, "it stops watching once it said so"
     # a name that did not resolve when the program started: its first address is the baseline
-    answers = iter([set(), {"10.0.0.5"}, {"10.0.0.5"}, {"10.0.3.3"}])
-    launcher_incarnation.watch_incarnation(
-        "r-worker-0.r",
-        stop,
-        lambda *a: seen.append(a),
-        every=0.001,
-        resolve=lambda h: frozenset(next(answers)),
-        attached=lambda old: True,
-    )
+    watch([set(), {"10.0.0.5"}, {"10.0.0.5"}, {"10.0.3.3"}])
     assert seen[-1] == ("r-worker-0.r", ["10.0.0.5"], ["10.0.3.3"])
 
 
