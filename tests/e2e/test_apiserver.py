@@ -801,13 +801,9 @@ def test_the_launchers_informer_lists_once_follows_a_watch_and_stops_at_once(
     assert time.monotonic() - t0 < 2
 
 
-def test_the_self_fence_hears_the_api_server_within_its_bound_and_stops_a_task_that_cannot(
-    apiserver, namespace, tmp_path, monkeypatch
-):
-    """Issue 43, split brain: the agent's self-fence (selffence.py) watches its own pod, its watch
-    ending every quarter of the bound so that a request gets an answer that often (only a round
-    trip proves the server heard the node). Against the real API server a healthy task never
-    self-fences; against an API server that no longer answers, it does, within the bound."""
+def self_fence_task(apiserver, namespace, tmp_path, monkeypatch):
+    """The environment of worker 0's agent in release r, with the self-fence's Role (list and
+    watch on pods) and its token; returns the launcher's kubeapi and selffence modules."""
     api = apiserver["api"]
     from kubernetes import client
 
@@ -839,6 +835,36 @@ def test_the_self_fence_hears_the_api_server_within_its_bound_and_stops_a_task_t
     monkeypatch.setenv("TF_TASK_INDEX", "0")
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": {"worker": ["r-worker-0.r:2222"]}}))
     monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "127.0.0.1")
+    monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(apiserver["port"]))
+    monkeypatch.setenv("TF_CLUSTER_STOP_GRACE", "1")
+    launcher_kubeapi.ANSWERED.clear()
+    return launcher_kubeapi, launcher_selffence
+
+
+def ready_task_pod(core, namespace: str, ready: str = "True", name: str = "r-worker-0-abcde") -> None:
+    """A pod of release r (worker 0's by default), Running, its Ready condition `ready` (no kubelet
+    here: set by the test, as the node lifecycle controller would)."""
+    job, index, _ = name.rsplit("-", 2)
+    labels = {"app.kubernetes.io/instance": "r", "batch.kubernetes.io/job-name": job}
+    labels["batch.kubernetes.io/job-completion-index"] = index
+    spec = {"nodeName": "n1", "containers": [{"name": "t", "image": "x"}], "serviceAccountName": "fencer"}
+    spec["automountServiceAccountToken"] = False  # no controller here: no token to mount
+    if not core.list_namespaced_pod(namespace, field_selector="metadata.name=" + name).items:
+        core.create_namespaced_pod(namespace, {"metadata": {"name": name, "labels": labels}, "spec": spec})
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    conditions = [{"type": "Ready", "status": ready, "lastTransitionTime": now}]
+    core.patch_namespaced_pod_status(name, namespace, {"status": {"phase": "Running", "conditions": conditions}})
+
+
+def test_the_self_fence_hears_the_api_server_within_its_bound_and_stops_a_task_that_cannot(
+    apiserver, namespace, tmp_path, monkeypatch
+):
+    """Issue 43, split brain: the agent's self-fence (selffence.py) watches its own pod. While no
+    line of that watch shows the pod Ready (here: no pod), its watch ends every quarter of the bound
+    so that a request gets an answer that often (only a round trip proves the server heard the
+    node). Against the real API server a healthy task never self-fences; against an API server
+    that no longer answers, it does, within the bound."""
+    launcher_kubeapi, launcher_selffence = self_fence_task(apiserver, namespace, tmp_path, monkeypatch)
 
     def fence(port: int, bound: float, seconds: float) -> tuple[list[str], list[float]]:
         monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
@@ -866,6 +892,118 @@ def test_the_self_fence_hears_the_api_server_within_its_bound_and_stops_a_task_t
     told, _ = fence(free_port(), 4, 15)
     assert told and "no answer from the API server for 4s" in told[0], told
     assert time.monotonic() - t0 < 4 + 1.5
+
+
+def test_a_ready_tasks_self_fence_asks_for_no_round_trip_and_one_when_its_pod_turns_not_ready(
+    apiserver, namespace, tmp_path, monkeypatch
+):
+    """Issue 46, the steady cost: while its pod is Ready, the agent's watch is its proof (the
+    server's bookmarks), so the watch runs its whole 5-10 minutes: no request. When the pod turns
+    not Ready, the agent ends that watch at once (a round trip: the next watch's answer) and asks
+    for one every quarter of the bound again. The release's pulse (the first fencer's condition,
+    which makes those bookmarks come) is written beside the kubelet's conditions."""
+    from kubernetes import client
+
+    launcher_kubeapi, launcher_selffence = self_fence_task(apiserver, namespace, tmp_path, monkeypatch)
+    core = client.CoreV1Api(apiserver["api"])
+    ready_task_pod(core, namespace)
+    bound, told, stop = 240.0, [], threading.Event()
+    pods = launcher_selffence.task_pods(bound)
+    assert pods is not None
+    t = threading.Thread(target=launcher_selffence.self_fence_loop, args=(stop, bound, told.append, pods, 0.2))
+    t.start()
+    try:
+        deadline = time.monotonic() + 10
+        while pods.answer_within is not None:  # the first turns: Ready, so no round trip asked for
+            assert time.monotonic() < deadline, "the self-fence still asks for round trips with its pod Ready"
+            time.sleep(0.1)
+        asked = pods.requests
+        ready_task_pod(core, namespace, ready="False")
+        deadline = time.monotonic() + 10
+        while pods.requests == asked:
+            assert time.monotonic() < deadline, "no round trip once the pod turned not Ready"
+            time.sleep(0.1)
+        assert pods.answer_within == bound / 4
+        assert pods.error is None, f"ending the watch was counted as a failure: {pods.error}"
+        assert not told, told
+    finally:
+        stop.set()
+        t.join(10)
+        pods.stop()
+    # the pulse, as the chief's agent writes it (the Role here: the fence's pods/status patch)
+    rbac = client.RbacAuthorizationV1Api(apiserver["api"])
+    rule = {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}
+    rbac.patch_namespaced_role(
+        "fencer", namespace, {"rules": [*rbac.read_namespaced_role("fencer", namespace).rules, rule]}
+    )
+    ready_task_pod(core, namespace, name="r-chief-0-fghij")
+    beats, stop = [], threading.Event()
+    pulse = threading.Thread(target=launcher_selffence.pulse_loop, args=(stop, 0.5, "r-chief-0-fghij"))
+    pulse.start()
+    try:
+        deadline = time.monotonic() + 10
+        while len(beats) < 2:
+            assert time.monotonic() < deadline, f"the pulse wrote {len(beats)} time(s) in 10 s"
+            status = core.read_namespaced_pod("r-chief-0-fghij", namespace).status
+            conditions = {c.type: c for c in status.conditions or []}
+            if launcher_selffence.PULSE in conditions:
+                at = conditions[launcher_selffence.PULSE].last_probe_time
+                if at not in beats:
+                    beats.append(at)
+            time.sleep(0.2)
+    finally:
+        stop.set()
+        pulse.join(10)
+    assert conditions["Ready"].status == "True", "the pulse replaced the kubelet's conditions"
+
+
+@pytest.mark.extended
+def test_a_ready_tasks_watch_brings_a_bookmark_every_minute_and_that_keeps_it_heard(
+    apiserver, namespace, tmp_path, monkeypatch
+):
+    """Issue 46: the proof the steady state rests on, from the real API server: with no change to
+    the task's pod, its watch still brings a line (a bookmark) about every minute once the
+    release's pulse (on the chief's pod) moved the pods' resourceVersion on, so a Ready task is
+    never unheard for half its bound and sends one request (the watch) in 135 s."""
+    from kubernetes import client
+
+    launcher_kubeapi, launcher_selffence = self_fence_task(apiserver, namespace, tmp_path, monkeypatch)
+    core = client.CoreV1Api(apiserver["api"])
+    ready_task_pod(core, namespace)
+    bound, told, stop = 240.0, [], threading.Event()
+    pods = launcher_selffence.task_pods(0)  # its first watch too lasts 5-10 minutes
+    assert pods is not None and pods.answer_within is None
+    t = threading.Thread(target=launcher_selffence.self_fence_loop, args=(stop, bound, told.append, pods, 0.5))
+    t.start()
+    rbac = client.RbacAuthorizationV1Api(apiserver["api"])
+    rule = {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}
+    rbac.patch_namespaced_role(
+        "fencer", namespace, {"rules": [*rbac.read_namespaced_role("fencer", namespace).rules, rule]}
+    )
+    ready_task_pod(core, namespace, name="r-chief-0-fghij")
+    pulse = threading.Thread(
+        target=launcher_selffence.pulse_loop, args=(stop, launcher_selffence.PULSE_SECONDS, "r-chief-0-fghij")
+    )
+    pulse.start()
+    lines: list[float] = []
+    t0 = time.monotonic()
+    try:
+        while time.monotonic() - t0 < 135:
+            if pods.streamed_at is not None and (not lines or pods.streamed_at > lines[-1]):
+                lines.append(pods.streamed_at)
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        t.join(10)
+        pulse.join(10)
+        pods.stop()
+    assert not told, told
+    seen = [round(a - t0) for a in lines]
+    assert len(lines) >= 2 and all(b - a < 75 for a, b in zip(lines, lines[1:], strict=False)), (
+        f"watch lines at {seen} s"
+    )
+    assert 135 - (lines[-1] - t0) < 75, f"watch lines at {seen} s"
+    assert pods.requests <= 2, f"{pods.requests} requests: the LIST and one watch expected"
 
 
 def test_fencers_on_one_node_ask_a_task_on_another_to_fence_and_it_does(apiserver, namespace, tmp_path, monkeypatch):

@@ -23,6 +23,7 @@ import tf_cluster_launcher.dns as launcher_dns  # noqa: E402
 import tf_cluster_launcher.fencing as launcher_fencing  # noqa: E402
 import tf_cluster_launcher.incarnation as launcher_incarnation  # noqa: E402
 import tf_cluster_launcher.informer as launcher_informer  # noqa: E402
+import tf_cluster_launcher.kubeapi as launcher_kubeapi  # noqa: E402
 import tf_cluster_launcher.leader as launcher_leader  # noqa: E402
 import tf_cluster_launcher.peerpods as launcher_peerpods  # noqa: E402
 import tf_cluster_launcher.selffence as launcher_selffence  # noqa: E402
@@ -827,6 +828,103 @@ def test_a_task_stops_its_program_when_it_cannot_hear_the_api_server_or_its_pod_
     # not Ready while it starts (an init container installing packages), not deleted: no reason
     starting = {"metadata": {}, "status": {"phase": "Pending", "conditions": [not_ready]}}
     assert launcher_selffence.stop_reason(starting, 1.0, 240, t0 + 1000, margin=30) is None
+
+
+def test_a_watch_line_counts_as_heard_only_while_it_shows_the_pod_ready_and_the_stops_time_earlier():
+    """Issue 46, the steady cost: a line of the agent's watch (an event, or the bookmark the API
+    server sends about every minute) proves the server heard this node when it shows the pod
+    Ready, counted `margin` (the stop's time) earlier; an answer to a request counts as itself."""
+    unheard = launcher_selffence.unheard_for
+    assert unheard(100, None, None, since=10, margin=25) == 90  # nothing heard yet: since the start
+    assert unheard(100, 40, None, since=0, margin=25) == 60  # only a request's answer
+    assert unheard(100, 40, 90, since=0, margin=25) == 35  # a bookmark 10 s ago, 25 s earlier
+    assert unheard(100, 95, 90, since=0, margin=25) == 5  # the answer is the more recent proof
+    ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
+    assert launcher_selffence.is_ready(ready)
+    for pod in (None, {"status": {}}, {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}):
+        assert not launcher_selffence.is_ready(pod)
+
+
+class _TaskPods:
+    """What self_fence_loop reads of its informer (selffence.task_pods), driven by the test: the
+    pod as the watch shows it, when its last line came, and the round trips the loop asks for."""
+
+    def __init__(self, pod):
+        self.pod, self.streamed_at, self.forbidden, self.clock_offset = pod, None, None, None
+        self.asked = []
+
+    def snapshot(self):
+        return [self.pod]
+
+    def ask_answers(self, within):
+        if not self.asked or self.asked[-1] != within:
+            self.asked.append(within)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "healthy",  # Ready, a line every 0.3 s, no request answered: no stop, no round trip asked
+        "one-way cut",  # the stream flows, the pod turns not Ready, requests go unanswered: stop
+        "stream stopped",  # Ready, then no line and no answer (a whole cut): stop
+        "not ready but answered",  # not Ready (its program's own doing), requests answered: no stop
+    ],
+)
+def test_the_self_fence_asks_for_round_trips_only_when_its_watch_cannot_prove_it_is_heard(case, monkeypatch):
+    """Issue 46: with the pod Ready and its watch bringing lines, the agent sends no request but its
+    watch's own renewal; a cut still stops the program, within the bound of its last proof less
+    the stop's margin, so before the fence (which counts from the pod's turn to not Ready)."""
+    bound, every, grace = 2.0, 0.05, 0.2
+    monkeypatch.setenv("TF_CLUSTER_POD_NAME", "p")
+    monkeypatch.setenv("TF_CLUSTER_STOP_GRACE", str(grace))
+    monkeypatch.setattr(launcher_kubeapi, "ANSWERED", {})
+    ready = {"type": "Ready", "status": "True", "lastTransitionTime": "2026-11-25T12:00:00Z"}
+    pods = _TaskPods({"metadata": {"name": "p"}, "status": {"phase": "Running", "conditions": [ready]}})
+    told, told_at, stop = [], [], threading.Event()
+    on_stop = lambda why: (told_at.append(time.monotonic()), told.append(why))  # noqa: E731
+    t = threading.Thread(target=launcher_selffence.self_fence_loop, args=(stop, bound, on_stop, pods, every))
+    t0 = time.monotonic()
+    t.start()
+    last_proof = t0
+    try:
+        while time.monotonic() - t0 < 4 and not told:
+            now = time.monotonic()
+            if (
+                case == "healthy"
+                or (case == "one-way cut" and now - t0 < 1)
+                or (case == "stream stopped" and now - t0 < 0.5)
+            ):
+                pods.streamed_at = last_proof = now
+            elif case == "one-way cut":
+                pods.pod = {
+                    "metadata": {"name": "p"},
+                    "status": {"phase": "Running", "conditions": [dict(ready, status="False")]},
+                }
+                pods.streamed_at = now  # still flowing, one way
+            elif case == "not ready but answered":
+                pods.pod = {
+                    "metadata": {"name": "p"},
+                    "status": {"phase": "Running", "conditions": [dict(ready, status="False")]},
+                }
+                launcher_kubeapi.answered(now)
+            time.sleep(0.1)
+    finally:
+        stop.set()
+        t.join(5)
+    took = time.monotonic() - t0
+    if case in ("healthy", "not ready but answered"):
+        assert not told, told
+        assert took >= 4
+        want = [None] if case == "healthy" else [bound / 4]
+        assert pods.asked == want, pods.asked
+        return
+    assert told and "no answer from the API server for" in told[0], told
+    # by the last proof's bound less the stop's margin (grace + every), give or take the loop's turn
+    margin = grace + every
+    stopped = told_at[0] - last_proof
+    assert bound - margin - 0.01 <= stopped <= bound - margin + every + 0.05, (stopped, told)
+    if case == "one-way cut":
+        assert pods.asked[-1] == bound / 4, "not Ready: round trips asked for"
 
 
 def test_the_self_fence_stops_the_program_and_the_task_exits_6(tmp_path):

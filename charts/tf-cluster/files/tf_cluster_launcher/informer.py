@@ -39,8 +39,13 @@ class Informer:
         from urllib.parse import quote
 
         # With `answer_within`: each WATCH lasts at most that long, so that a reader that must know
-        # the API server heard it that recently (the self-fence) sends a request that often.
+        # the API server heard it that recently (the self-fence) sends a request that often. The
+        # reader may change it while the informer runs (ask_answers()).
         self.answer_within = answer_within
+        # monotonic time of the last line of a watch (an event or a bookmark: the API server sends
+        # one about every minute on a quiet watch), None before the first
+        self.streamed_at: float | None = None
+        self._renewing = False  # renew() closed the open watch: a new one starts at once
 
         self.remember_deleted = remember_deleted  # keep the last state of deleted objects (gone())
         self.keep = keep or (lambda obj: obj)  # what is kept of each object: a release's pods are big
@@ -85,6 +90,25 @@ class Informer:
                 sock.shutdown(socket.SHUT_RDWR)
             except (OSError, ValueError):
                 pass
+
+    def ask_answers(self, within: float | None) -> None:
+        """Have each WATCH last at most `within` seconds (None: its usual 5-10 minutes); when that
+        is sooner than the open watch's end, end it now, so that a request is answered at once."""
+        sooner = within is not None and (self.answer_within is None or within < self.answer_within)
+        self.answer_within = within
+        if sooner:
+            self.renew()
+
+    def renew(self) -> None:
+        """End the open watch; the informer opens the next one at once, from where it was."""
+        sock = socket_of(self._resp) if self._resp is not None else None
+        if sock is None:
+            return
+        self._renewing = True
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except (OSError, ValueError):
+            pass
 
     def _opened(self, resp: Any) -> None:
         self._resp = resp
@@ -143,11 +167,13 @@ class Informer:
                 seconds = random.randint(*WATCH_SECONDS)
                 if self.answer_within:
                     seconds = min(seconds, max(1, int(self.answer_within)))
+                self._renewing = False
                 for event in api_watch("%s%sresourceVersion=%s" % (self.path, sep, rv), seconds, on_open=self._opened):
                     obj = event.get("object") or {}
                     rv = obj.get("metadata", {}).get("resourceVersion") or rv
                     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
                         self._apply(event["type"], self.keep(obj))
+                    self.streamed_at = time.monotonic()  # after the event is applied: readers see both
                     if self._stop.is_set():
                         return
                 backoff, failures = 1.0, 0
@@ -174,6 +200,8 @@ class Informer:
             ) as e:
                 if self._stop.is_set():
                     return  # stop() closed the watch under us
+                if self._renewing:
+                    continue  # renew() closed it: the next watch goes on from the same resourceVersion
                 failures, backoff = self._failed(e, failures, backoff)
 
     def _list(self, sep: str) -> Any:  # the LIST's resourceVersion (a str, from the JSON answer)

@@ -19,12 +19,18 @@ SA_DIR = os.environ.get("TF_CLUSTER_SA_DIR", "/var/run/secrets/kubernetes.io/ser
 # a round trip, so the server heard it then. A watch's events or its end on a connection opened
 # earlier are not counted: a cut can leave the server's side of an open stream flowing (measured
 # on the e2e harness: ~60 s of a watch's data after its node's requests stopped getting through).
-# The self-fence reads it.
+# The self-fence reads it, and counts a watch's lines apart, only while they show its pod Ready
+# (selffence.unheard_for).
 ANSWERED: dict[str, float] = {}
 
 
 def answered(at: float) -> None:
     ANSWERED["at"] = max(at, ANSWERED.get("at", at))
+
+
+def answered_at() -> float | None:
+    """When the API server last answered a request of this process (monotonic), None before."""
+    return ANSWERED.get("at")
 
 
 def silent_for() -> float | None:

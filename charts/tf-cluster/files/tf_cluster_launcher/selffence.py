@@ -5,14 +5,28 @@ two incarnations at once.
 The fence marks Failed a pod whose node stopped answering, so that its Job starts a replacement
 elsewhere. A node cut off from the control plane alone (a broken link to the API server, a
 flapping kubelet) may still reach its peers and its storage: its task would train on beside its
-replacement. So the agent watches its own pod, and when the API server has not answered for
+replacement. So the agent watches its own pod, and when the API server has not been heard for
 TF_CLUSTER_SELF_FENCE seconds (nodeLoss.selfFenceSeconds), or the pod was deleted and has been not
 Ready for that bound less the stop's time (the node is NotReady to the control plane while this
 agent still hears it: a kubelet that stopped reporting, a one-way cut), or the pod was marked
 Failed while it runs, it tells the training container to stop the program (which then exits 6:
-its Job starts it again without counting). Its watch ends every quarter of the bound and is
-opened again: a round trip each time, since only an answer to a request proves the server heard
-this node (events on a stream opened before a cut can keep flowing one way).
+its Job starts it again without counting).
+
+Heard means either of two proofs (unheard_for()):
+- an answer to a request this process sent (a round trip: the server heard this node then);
+- a line of its watch (an event, or the bookmark the API server sends about every minute on a
+  quiet watch) that left this pod Ready, counted the stop's time earlier. Such a line proves only
+  the server's side of the link (a cut can leave an open stream flowing one way), but the fence's
+  clock starts when the pod turns not Ready, which the watch would have said before that line: so
+  the fence acts no sooner than the bound after it, and the task has stopped by then.
+While the pod is Ready and the watch brings its minutely bookmark, a task sends a request only
+when its watch ends (every 5-10 minutes). The API server sends a watch's bookmark only once some
+pod of the cluster changed after the watch began (its resourceVersion moved on): a busy cluster's
+pods do that anyway; in a quiet one, the release's pulse does (pulse_loop: the first fencer
+writes a condition on its own pod every PULSE_SECONDS, two requests a minute for the release).
+When the pod is not Ready, or the last proof is half the bound old (no bookmarks: a pulse that
+stopped, an API server without a watch cache), its watch ends every quarter of the bound, a round
+trip each, as a request's answer is then the only proof.
 
 The fence, in turn, marks a pod Failed only once its Ready condition has been False for that
 bound plus TF_CLUSTER_FENCE_AFTER, on the API server's clock. The node lifecycle controller sets
@@ -28,10 +42,10 @@ import threading
 import time
 from typing import Any, Callable
 
-from .common import env, log
+from .common import ConfigError, env, log, now_rfc3339
 from .fencing import not_ready_since
 from .informer import Informer
-from .kubeapi import silent_for
+from .kubeapi import answered_at, api
 from .peerpods import index_selector, slim_pod
 from .tfconfig import cluster_of
 
@@ -80,27 +94,94 @@ def task_pods(bound: float) -> Informer | None:
         label_selector=selector,
         name="this task's pods",
         keep=slim_pod,
-        answer_within=bound / 4 if bound > 0 else None,  # a round trip this often
+        answer_within=bound / 4 if bound > 0 else None,  # a round trip this often until its stream proves
     ).start()
+
+
+# How often the release's pulse writes (pulse_loop): below the API server's bookmark period (about a
+# minute), so that each watch's next bookmark has a newer resourceVersion to carry.
+PULSE_SECONDS = 30.0
+
+# The pod condition the pulse writes (lastProbeTime: its last write).
+PULSE = "tf-cluster.io/Pulse"
+
+
+def pulse_loop(stop: threading.Event, every: float = PULSE_SECONDS, pod: str | None = None) -> None:
+    """Write PULSE on this task's pod every `every` seconds until `stop` is set, so that the pods'
+    resourceVersion moves on and every task's watch gets its bookmarks (the module's docstring).
+    Run by the release's first fencer (it has the fence's pods/status patch). A failed write is
+    said once, and tried again at the next beat. `pod`: another pod's name than this one's."""
+    name, namespace = pod or env("TF_CLUSTER_POD_NAME"), env("TF_CLUSTER_NAMESPACE")
+    failing = False
+    while not stop.wait(every):
+        condition = {
+            "type": PULSE,
+            "status": "True",
+            "reason": "Pulse",
+            "message": "written every %ds so that the release's watches get the API server's bookmarks "
+            "(the self-fence's proof that it is heard)" % every,
+            "lastProbeTime": now_rfc3339(),
+        }
+        try:
+            api(
+                "/api/v1/namespaces/%s/pods/%s/status" % (namespace, name),
+                method="PATCH",
+                body={"status": {"conditions": [condition]}},
+                content_type="application/strategic-merge-patch+json",  # merged by type: the kubelet's stay
+            )
+            failing = False
+        except (ConfigError, OSError, ValueError) as e:  # urllib's errors are OSErrors
+            if not failing:
+                log(
+                    "cannot write the release's pulse (will retry; its tasks then ask the API server more often): %s"
+                    % e
+                )
+            failing = True
+
+
+def is_ready(pod: dict[str, Any] | None) -> bool:
+    """Is the pod's Ready condition True (its kubelet reports it, its node is Ready)?"""
+    conditions = (pod or {}).get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def unheard_for(now: float, answered: float | None, streamed_ready: float | None, since: float, margin: float) -> float:
+    """Seconds the API server counts as unheard at `now` (monotonic): since its last answer to a
+    request (`answered`), or, if that is sooner, `margin` seconds more than since the last watch
+    line that left this pod Ready (`streamed_ready`); since `since` (the loop's start) before
+    either."""
+    proofs = [now - answered] if answered is not None else []
+    if streamed_ready is not None:
+        proofs.append(now - streamed_ready + margin)
+    return min(proofs) if proofs else now - since
 
 
 def self_fence_loop(
     stop: threading.Event, bound: float, on_stop: Callable[[str], None], pods: Informer, every: float = 5.0
 ) -> None:
     """Read this pod from `pods` (task_pods(bound)) and call `on_stop(why)` once when the program
-    must stop; return then, or when `stop` is set."""
+    must stop; return then, or when `stop` is set. Asks `pods` for round trips only while its
+    stream does not prove the API server heard this node (the module's docstring)."""
     started = time.monotonic()
     margin = float(env("TF_CLUSTER_STOP_GRACE", "30") or 30) + every  # stopped before the fence's bound
     name = env("TF_CLUSTER_POD_NAME")
+    streamed_ready: float | None = None
     while not stop.wait(every):
         if pods.forbidden:
             log("cannot watch this pod to self-fence (%s): the Role must allow watch on pods" % pods.forbidden)
             return
-        silence = silent_for()
+        streamed = pods.streamed_at  # read before the pod: the snapshot then includes that line
         current = [p for p in pods.snapshot() if p["metadata"]["name"] == name]
+        pod = current[0] if current else None
+        ready = is_ready(pod)
+        if ready and streamed is not None:
+            streamed_ready = max(streamed, streamed_ready or streamed)
+        now = time.monotonic()
+        silence = unheard_for(now, answered_at(), streamed_ready, started, margin)
+        pods.ask_answers(bound / 4 if not ready or silence >= bound / 2 else None)
         why = stop_reason(
-            current[0] if current else None,
-            time.monotonic() - started if silence is None else silence,
+            pod,
+            silence,
             bound,
             None if pods.clock_offset is None else time.time() + pods.clock_offset,
             margin,
