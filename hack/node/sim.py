@@ -210,13 +210,22 @@ class SimCluster:
         self.procs: dict[str, subprocess.Popen] = {}
         self.config_maps: dict[tuple[str, str], dict] = {}
         self.agents: dict[str, subprocess.Popen] = {}  # pod name -> its tf-cluster-agent sidecar (task())
+        self.tasks: list[subprocess.Popen] = []  # task()'s launchers
         self.port = free_port()
         self.dns_metrics = free_port()
         self.kubeconfig = self.work / "kubeconfig"
         self.audit_log = self.work / "audit.log"
         self.api = None
+        # down() closes the cluster: a process start()/task() would add after it is refused, so that
+        # a thread still starting this cluster when another takes it down leaves nothing running
+        self.closed = False
+        self._starting = threading.Lock()
 
     # ------------------------------------------------------------------ up and down
+
+    def _open(self) -> None:  # under self._starting
+        if self.closed:
+            raise RuntimeError(f"the simulated cluster in {self.work} was taken down: nothing more starts in it")
 
     def __enter__(self) -> SimCluster:
         try:
@@ -231,9 +240,11 @@ class SimCluster:
 
     def start(self, name: str, argv: list, env: dict | None = None) -> None:
         log = open(self.work / f"{name}.log", "w")
-        self.procs[name] = subprocess.Popen(
-            [str(a) for a in argv], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
-        )
+        with self._starting:
+            self._open()
+            self.procs[name] = subprocess.Popen(
+                [str(a) for a in argv], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+            )
 
     def up(self) -> None:
         why = missing()
@@ -352,9 +363,11 @@ class SimCluster:
         self._wait("CoreDNS metrics", lambda: bool(self.dns_requests() is not None), 60)
 
     def down(self) -> None:
-        for agent in self.agents.values():  # task()'s sidecars: their tasks' ends stop them, if they end
-            if agent.poll() is None:
-                agent.terminate()
+        with self._starting:
+            self.closed = True
+        for p in [*self.tasks, *self.agents.values()]:  # task()'s launchers, if their caller did not stop them
+            if p.poll() is None:
+                p.terminate()
         # one after another, the last started first: kube-apiserver stopped with etcd gone waited
         # past 40 s on its storage; stopped before etcd it is gone in about a second (measured,
         # the whole cluster 1.4 s against the 30 s all at once took)
@@ -557,6 +570,8 @@ class SimCluster:
         its pod's environment, its service account's token, the API server, and a mount namespace
         whose /etc/resolv.conf is the pod's (its namespace's search domains, this CoreDNS). Its
         output (stdout and stderr, lines) on the process' stdout."""
+        with self._starting:
+            self._open()  # refused before its token and files are made, and again as it starts
         namespace, sa = pod["metadata"]["namespace"], pod["spec"]["serviceAccountName"]
         # a token bound to the pod, as the kubelet projects one: the audit log then names the pod
         # each request came from (tests/bench/sim_audit.POD_NAME), where the account alone is every task's
@@ -580,24 +595,27 @@ class SimCluster:
         env.pop("TF_CLUSTER_METRICS_PORT", None)  # a port per pod in a cluster; these share a host
         env.update(extra_env or {})
         in_pod_dns = ["unshare", "-m", "sh", "-c", f'mount --bind "{resolv}" /etc/resolv.conf && exec "$@"', "sh"]
-        if env.get("TF_CLUSTER_AGENT_DIR"):
-            # as in the pod: the tf-cluster-agent sidecar holds the token and tells the task in a folder
-            agent_dir = workdir / f"agent-{pod['metadata']['name']}"
-            agent_dir.mkdir(parents=True, exist_ok=True)
-            env["TF_CLUSTER_AGENT_DIR"] = str(agent_dir)
-            agent_log = (workdir / f"agent-{pod['metadata']['name']}.log").open("w")
-            agent = subprocess.Popen(
-                [*in_pod_dns, sys.executable, str(launcher), "--agent"], env=env, stdout=agent_log, stderr=agent_log
+        with self._starting:
+            self._open()
+            if env.get("TF_CLUSTER_AGENT_DIR"):
+                # as in the pod: the tf-cluster-agent sidecar holds the token and tells the task in a folder
+                agent_dir = workdir / f"agent-{pod['metadata']['name']}"
+                agent_dir.mkdir(parents=True, exist_ok=True)
+                env["TF_CLUSTER_AGENT_DIR"] = str(agent_dir)
+                agent_log = (workdir / f"agent-{pod['metadata']['name']}.log").open("w")
+                agent = subprocess.Popen(
+                    [*in_pod_dns, sys.executable, str(launcher), "--agent"], env=env, stdout=agent_log, stderr=agent_log
+                )
+                self.agents[pod["metadata"]["name"]] = agent  # a lost node's are killed with its task (bench_sim.py)
+                env = {**env, "TF_CLUSTER_SA_DIR": str(workdir / "no-token")}  # the training container has none
+            task = subprocess.Popen(
+                [*in_pod_dns, sys.executable, str(launcher), "--", *program],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
             )
-            self.agents[pod["metadata"]["name"]] = agent  # a lost node's are killed with its task (bench_sim.py)
-            env = {**env, "TF_CLUSTER_SA_DIR": str(workdir / "no-token")}  # the training container has none
-        task = subprocess.Popen(
-            [*in_pod_dns, sys.executable, str(launcher), "--", *program],
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
+            self.tasks.append(task)
         if env.get("TF_CLUSTER_AGENT_DIR"):
 
             def stop_agent_after_task() -> None:  # the kubelet stops a native sidecar once the pod's container ends

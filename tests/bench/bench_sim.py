@@ -42,6 +42,7 @@ measured in sittings.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import http.client
 import json
 import re
@@ -52,7 +53,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,6 +128,20 @@ def say(msg: str) -> None:
     """A line of progress; a launchers' part, measured beside others, names itself in each of its own."""
     part = getattr(_measuring, "part", None)
     say_plain(f"[{part}] {msg}" if part else msg)
+
+
+@contextlib.contextmanager
+def live_cluster(work: Path, nodes: int) -> Iterator[SimCluster]:
+    """A new simulated cluster, up, that stop_active() takes down from the moment it starts coming up
+    (a part's thread may still be starting it when the main thread stops): nothing of it outlives
+    the sitting (its down() refuses what the thread would start after)."""
+    sim = SimCluster(work, nodes=nodes)
+    ACTIVE.add(sim.down)
+    try:
+        with sim:
+            yield sim
+    finally:
+        ACTIVE.discard(sim.down)
 
 
 def stop_active() -> None:
@@ -919,7 +934,7 @@ def parse_args() -> argparse.Namespace:
 def measure_floor(args: argparse.Namespace, work: Path, shape: str, n: int, gang: bool) -> dict:
     what = "in one gang " if gang else ""
     say(f"{shape}, {n} tasks as bare pods {what}(the floor): a new simulated cluster of {args.nodes} nodes")
-    with SimCluster(work / "cluster", nodes=args.nodes) as sim:
+    with live_cluster(work / "cluster", args.nodes) as sim:
         floor = floor_start(sim, shape, n, gang)
     m = floor["marks"]
     say(f"  floor: all {n} created {m.get('created')}s, bound {m.get('bound')}s, Running {m.get('running')}s")
@@ -967,7 +982,7 @@ def measure_heads(args: argparse.Namespace, store: sim_parts.Store, parts: list,
         shape, n, gang = part.shape, part.tasks, part.gang
         chart = "" if part.chart == "this" else f", chart {part.chart}"
         say(f"{shape}, {n} tasks, gang {'on' if gang else 'off'}{chart}: a new simulated cluster of {args.nodes} nodes")
-        with SimCluster(work / "cluster", nodes=args.nodes) as sim:
+        with live_cluster(work / "cluster", args.nodes) as sim:
             start = start_release(sim, shape, n, gang, chart=charts[part.chart], chart_label=part.chart)
             m = start["marks"]
             etcd = "unread" if start["etcd_db_bytes"] is None else f"{start['etcd_db_bytes'] / 1e6:.0f} MB"
@@ -993,15 +1008,11 @@ def measure_launchers_part(
     (measure_beside takes it) until its window (b) has ended."""
     try:
         say(f"a new simulated cluster of {args.nodes} nodes, its release started first")
-        with SimCluster(work / f"cluster-{part.name}", nodes=args.nodes) as sim:
-            ACTIVE.add(sim.down)
-            try:
-                start = start_release(sim, part.shape, part.tasks, gang=False)
-                if "stopped" in start["marks"]:
-                    raise RuntimeError(f"its release did not start: {start['marks']['stopped']}")
-                res = measure_launcher(args, sim, start, part.launcher, launcher, work / part.name, windows)
-            finally:
-                ACTIVE.discard(sim.down)
+        with live_cluster(work / f"cluster-{part.name}", args.nodes) as sim:
+            start = start_release(sim, part.shape, part.tasks, gang=False)
+            if "stopped" in start["marks"]:
+                raise RuntimeError(f"its release did not start: {start['marks']['stopped']}")
+            res = measure_launcher(args, sim, start, part.launcher, launcher, work / part.name, windows)
     finally:
         let_the_next_start()  # a part that failed before its window (b) ended
     m = start["marks"]

@@ -423,3 +423,24 @@ def test_a_sitting_stopped_with_sigterm_leaves_no_process_of_its_own_behind(tmp_
     assert runner.returncode == 1, err  # the sitting's own exit code: sys.exit("stopped (SIGTERM)")
     assert "stopped (SIGTERM)" in err and "2 process(es) left behind by" in err  # sh and its sleep, err
     assert reaped.members(group) == [], "nothing of the sitting's group is left (a zombie waiting for init aside)"
+
+
+def test_a_simulated_cluster_taken_down_starts_nothing_more(tmp_path):
+    """The race a SIGTERM met in bench_sim.py: a part's thread still starting its cluster, or its
+    launchers, after the main thread took that cluster down. Once down() has run, start() (the
+    cluster's own processes) and task() (a launcher) are refused, and down() stops the launchers
+    task() started."""
+    sys.path.insert(0, str(ROOT / "hack"))  # the node harness, as bench_sim.py imports it
+    from node.sim import SimCluster
+
+    sim = SimCluster(tmp_path, nodes=1)
+    sim.start("sleeper", ["sleep", "300"])
+    sleeper = sim.procs["sleeper"]
+    sim.down()
+    assert sleeper.poll() is not None, "down() stopped what the cluster started"
+    with pytest.raises(RuntimeError, match="was taken down: nothing more starts in it"):
+        sim.start("late", ["sleep", "300"])
+    pod = {"metadata": {"name": "p", "namespace": "ns"}, "spec": {"serviceAccountName": "sa"}}
+    with pytest.raises(RuntimeError, match="was taken down"):
+        sim.task(pod, tmp_path / "launcher.py", ["true"], tmp_path)
+    assert "late" not in sim.procs and sim.tasks == []

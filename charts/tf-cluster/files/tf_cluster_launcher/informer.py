@@ -35,6 +35,7 @@ class Informer:
         page: int | None = None,
         remember_deleted: bool = False,
         answer_within: float | None = None,
+        watch_seconds: tuple[int, int] | None = None,
     ) -> None:
         from urllib.parse import quote
 
@@ -42,6 +43,7 @@ class Informer:
         # the API server heard it that recently (the self-fence) sends a request that often. The
         # reader may change it while the informer runs (ask_answers()).
         self.answer_within = answer_within
+        self.watch_seconds = watch_seconds or WATCH_SECONDS  # each WATCH's length otherwise (random in it)
         # monotonic time of the last line of a watch (an event or a bookmark: the API server sends
         # one about every minute on a quiet watch), None before the first
         self.streamed_at: float | None = None
@@ -164,7 +166,7 @@ class Informer:
                 if rv is None:
                     rv = self._list(sep)
                 self.requests += 1
-                seconds = random.randint(*WATCH_SECONDS)
+                seconds = random.randint(*self.watch_seconds)
                 if self.answer_within:
                     seconds = min(seconds, max(1, int(self.answer_within)))
                 self._renewing = False

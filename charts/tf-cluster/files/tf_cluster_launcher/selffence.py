@@ -20,10 +20,10 @@ Heard means either of two proofs (unheard_for()):
   clock starts when the pod turns not Ready, which the watch would have said before that line: so
   the fence acts no sooner than the bound after it, and the task has stopped by then.
 While the pod is Ready and the watch brings its minutely bookmark, a task sends a request only
-when its watch ends (every 5-10 minutes). The API server sends a watch's bookmark only once some
+when its watch ends (every 10-20 minutes: SELF_WATCH_SECONDS). The API server sends a watch's bookmark only once some
 pod of the cluster changed after the watch began (its resourceVersion moved on): a busy cluster's
 pods do that anyway; in a quiet one, the release's pulse does (pulse_loop: the first fencer
-writes a condition on its own pod every PULSE_SECONDS, two requests a minute for the release).
+writes a condition on its own pod every PULSE_SECONDS, 1.3 requests a minute for the release).
 When the pod is not Ready, or the last proof is half the bound old (no bookmarks: a pulse that
 stopped, an API server without a watch cache), its watch ends every quarter of the bound, a round
 trip each, as a request's answer is then the only proof.
@@ -95,12 +95,18 @@ def task_pods(bound: float) -> Informer | None:
         name="this task's pods",
         keep=slim_pod,
         answer_within=bound / 4 if bound > 0 else None,  # a round trip this often until its stream proves
+        watch_seconds=SELF_WATCH_SECONDS if bound > 0 else None,
     ).start()
 
 
-# How often the release's pulse writes (pulse_loop): below the API server's bookmark period (about a
-# minute), so that each watch's next bookmark has a newer resourceVersion to carry.
-PULSE_SECONDS = 30.0
+# How often the release's pulse writes (pulse_loop): below the API server's bookmark period (a
+# minute), so that a watch's first bookmark, a minute after it opened, has a newer resourceVersion
+# to carry (and every later one of that watch then does too).
+PULSE_SECONDS = 45.0
+
+# How long the self-fence's watch lasts while its lines prove it is heard (randomized, as the
+# informer's usual 5-10 minutes are): its renewal is a task's whole steady cost.
+SELF_WATCH_SECONDS = (600, 1200)
 
 # The pod condition the pulse writes (lastProbeTime: its last write).
 PULSE = "tf-cluster.io/Pulse"
