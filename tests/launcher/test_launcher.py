@@ -845,6 +845,25 @@ def test_a_watch_line_counts_as_heard_only_while_it_shows_the_pod_ready_and_the_
         assert not launcher_selffence.is_ready(pod)
 
 
+def test_asking_for_answers_ends_a_watch_that_would_outlast_the_ask_at_every_check():
+    """The self-fence asks at each check: the open watch ends when it first asks (an answer at
+    once), and a watch that opened as it asked (and so took its long length) is ended at the next
+    check, not left to run its 10-20 minutes unanswered."""
+    inf = launcher_informer.Informer("/api/v1/namespaces/ns/pods", name="t")
+    renewed = []
+    inf.renew = lambda: renewed.append(round(inf._watch_ends - time.monotonic()))
+    inf.ask_answers(60)  # no watch open yet: nothing to end
+    inf._watch_ends = time.monotonic() + 900  # a long watch, opened as the ask came
+    inf.ask_answers(60)  # ended
+    inf._watch_ends = time.monotonic() + 60  # its successor, within the ask
+    inf.ask_answers(60)
+    inf.ask_answers(None)  # not asking: a watch runs its length
+    inf._watch_ends = time.monotonic() + 30
+    inf.ask_answers(60)  # first asked again: ended at once
+    assert renewed == [900, 30]
+    assert inf.answer_within == 60
+
+
 class _TaskPods:
     """What self_fence_loop reads of its informer (selffence.task_pods), driven by the test: the
     pod as the watch shows it, when its last line came, and the round trips the loop asks for."""

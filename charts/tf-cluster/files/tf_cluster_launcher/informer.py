@@ -48,6 +48,7 @@ class Informer:
         # one about every minute on a quiet watch), None before the first
         self.streamed_at: float | None = None
         self._renewing = False  # renew() closed the open watch: a new one starts at once
+        self._watch_ends: float | None = None  # when the open watch ends (monotonic), None before the first
 
         self.remember_deleted = remember_deleted  # keep the last state of deleted objects (gone())
         self.keep = keep or (lambda obj: obj)  # what is kept of each object: a release's pods are big
@@ -94,11 +95,14 @@ class Informer:
                 pass
 
     def ask_answers(self, within: float | None) -> None:
-        """Have each WATCH last at most `within` seconds (None: its usual 5-10 minutes); when that
-        is sooner than the open watch's end, end it now, so that a request is answered at once."""
-        sooner = within is not None and (self.answer_within is None or within < self.answer_within)
+        """Have each WATCH last at most `within` seconds (None: its usual length). When first asked,
+        or when the open watch would end later than that from now, end it now, so that a request
+        is answered at once. Asked again (the self-fence asks at each check), it ends a watch that
+        began as it was first asked and so missed it."""
+        newly = within is not None and self.answer_within is None
         self.answer_within = within
-        if sooner:
+        ends = self._watch_ends
+        if within is not None and ends is not None and (newly or ends > time.monotonic() + within + 1):
             self.renew()
 
     def renew(self) -> None:
@@ -166,10 +170,11 @@ class Informer:
                 if rv is None:
                     rv = self._list(sep)
                 self.requests += 1
+                self._renewing = False
                 seconds = random.randint(*self.watch_seconds)
                 if self.answer_within:
                     seconds = min(seconds, max(1, int(self.answer_within)))
-                self._renewing = False
+                self._watch_ends = time.monotonic() + seconds
                 for event in api_watch("%s%sresourceVersion=%s" % (self.path, sep, rv), seconds, on_open=self._opened):
                     obj = event.get("object") or {}
                     rv = obj.get("metadata", {}).get("resourceVersion") or rv
