@@ -825,9 +825,20 @@ def test_a_task_stops_its_program_when_it_cannot_hear_the_api_server_or_its_pod_
     assert launcher_selffence.stop_reason(evicted, 1.0, 240, t0 + 209, margin=30) is None
     why = launcher_selffence.stop_reason(evicted, 1.0, 240, t0 + 210, margin=30)
     assert why and "deleted and has been not Ready for 210s" in why, why
-    # not Ready while it starts (an init container installing packages), not deleted: no reason
+    # not Ready while it starts (an init container installing packages), not deleted, its agent's
+    # requests answered (it asks every quarter of the bound while not Ready): no reason
     starting = {"metadata": {}, "status": {"phase": "Pending", "conditions": [not_ready]}}
-    assert launcher_selffence.stop_reason(starting, 1.0, 240, t0 + 1000, margin=30) is None
+    assert launcher_selffence.stop_reason(starting, 1.0, 240, t0 + 1000, margin=30, answer_age=10) is None
+    # not Ready, not deleted, and no answer for a quarter of the bound and more: the fence's clock
+    # started when the pod turned not Ready (a kubelet that failed before its node was cut off)
+    running_not_ready = {"metadata": {}, "status": {"phase": "Running", "conditions": [not_ready]}}
+    assert launcher_selffence.stop_reason(running_not_ready, 1.0, 240, t0 + 209, margin=30, answer_age=200) is None
+    assert launcher_selffence.stop_reason(running_not_ready, 1.0, 240, t0 + 210, margin=30, answer_age=74) is None
+    why = launcher_selffence.stop_reason(running_not_ready, 1.0, 240, t0 + 210, margin=30, answer_age=75)
+    assert why and "not Ready for 210s and the API server has not answered for 75s" in why, why
+    # its pod gone from the API (force-deleted while its node was cut off): its Job replaces it at once
+    why = launcher_selffence.stop_reason(None, 1.0, 240, gone=True)
+    assert why and "gone from the API server" in why, why
 
 
 def test_a_watch_line_counts_as_heard_only_while_it_shows_the_pod_ready_and_the_stops_time_earlier():
@@ -864,6 +875,37 @@ def test_asking_for_answers_ends_a_watch_that_would_outlast_the_ask_at_every_che
     assert inf.answer_within == 60
 
 
+@pytest.mark.parametrize(
+    "rv,than,want",
+    [
+        ("12", None, True),
+        ("12", "11", True),
+        ("12", "12", False),
+        ("9", "12", False),
+        (None, "1", False),
+        ("b", "a", True),
+    ],
+)
+def test_a_watch_line_is_news_only_with_a_newer_resource_version(rv, than, want):
+    """A stale API server (cut from its storage) repeats its last bookmark: no proof of being heard."""
+    assert launcher_informer.newer(rv, than) is want
+
+
+@pytest.mark.parametrize(
+    "cluster,notebook,want",
+    [
+        ({"chief": ["c"], "worker": ["w0", "w1"]}, False, ("chief", 0)),
+        ({"chief": ["nb"], "worker": ["w0"], "ps": ["p0"]}, True, ("worker", 0)),  # the chief is the notebook
+        ({"worker": ["w0"]}, False, ("worker", 0)),
+        ({"chief": ["nb"], "ps": ["p0"]}, True, ("ps", 0)),
+    ],
+)
+def test_the_pulse_is_written_by_the_first_task_with_an_agent(cluster, notebook, want):
+    assert launcher_selffence.pulse_writer(cluster, notebook) == want
+    role, index = want
+    assert launcher_fencing.is_fencer(cluster, role, index), "the pulse writer has the fence's pods/status patch"
+
+
 class _TaskPods:
     """What self_fence_loop reads of its informer (selffence.task_pods), driven by the test: the
     pod as the watch shows it, when its last line came, and the round trips the loop asks for."""
@@ -889,11 +931,13 @@ class _TaskPods:
         "not ready but answered",  # not Ready (its program's own doing), requests answered: no stop
     ],
 )
-def test_the_self_fence_asks_for_round_trips_only_when_its_watch_cannot_prove_it_is_heard(case, monkeypatch):
+def test_the_self_fence_asks_for_round_trips_only_when_its_watch_cannot_prove_it_is_heard(case, monkeypatch, capfd):
     """Issue 46: with the pod Ready and its watch bringing lines, the agent sends no request but its
     watch's own renewal; a cut still stops the program, within the bound of its last proof less
     the stop's margin, so before the fence (which counts from the pod's turn to not Ready)."""
-    bound, every, grace = 2.0, 0.05, 0.2
+    bound, every, grace, lag = 2.0, 0.05, 0.2, 0.3
+    monkeypatch.setattr(launcher_selffence, "LINE_LAG_S", lag)  # the module's seconds, scaled as the bound is
+    monkeypatch.setattr(launcher_selffence, "ASK_BEFORE_S", 0.5)
     monkeypatch.setenv("TF_CLUSTER_POD_NAME", "p")
     monkeypatch.setenv("TF_CLUSTER_STOP_GRACE", str(grace))
     monkeypatch.setattr(launcher_kubeapi, "ANSWERED", {})
@@ -938,12 +982,16 @@ def test_the_self_fence_asks_for_round_trips_only_when_its_watch_cannot_prove_it
         assert pods.asked == want, pods.asked
         return
     assert told and "no answer from the API server for" in told[0], told
-    # by the last proof's bound less the stop's margin (grace + every), give or take the loop's turn
-    margin = grace + every
+    # by the last proof's bound less the stop's margin (grace + every) and the line's lag, give or
+    # take the loop's turn
+    margin = grace + every + lag
     stopped = told_at[0] - last_proof
     assert bound - margin - 0.01 <= stopped <= bound - margin + every + 0.05, (stopped, told)
     if case == "one-way cut":
         assert pods.asked[-1] == bound / 4, "not Ready: round trips asked for"
+    if case == "stream stopped":  # Ready, but no line: it says it falls back to asking
+        assert pods.asked[-1] == bound / 4
+        assert "no new line of this pod's watch for" in capfd.readouterr().err
 
 
 def test_the_self_fence_stops_the_program_and_the_task_exits_6(tmp_path):

@@ -35,8 +35,8 @@ from .fencing import deputy_reason, fence_loop, fences
 from .informer import Informer
 from .leader import leader_condition_at_start, record_leader_event, watch_leader
 from .peerpods import peer_service, wait_for_peer_pods
-from .selffence import pulse_loop, self_fence_loop, task_pods
-from .tfconfig import cluster_of, leading_role, peers_needed
+from .selffence import pulse_loop, pulse_writer, self_fence_loop, task_pods
+from .tfconfig import cluster_of, peers_needed
 
 LEADER, PEERS, PEER_LOST, STOP = "leader", "peers", "peer-lost", "stop"
 
@@ -95,7 +95,8 @@ class Agent:
         if pods is not None and bound > 0:
             args = (self.stop, bound, lambda why: tell(STOP, why), pods)
             threading.Thread(target=self_fence_loop, daemon=True, args=args).start()
-            if fencer and fencing and self.index == 0 and self.role == leading_role(cluster_of(env("TF_CONFIG"))):
+            writer = pulse_writer(cluster_of(env("TF_CONFIG")), notebook_chief=bool(env("TF_CLUSTER_HEARTBEAT")))
+            if fencing and writer == (self.role, self.index):
                 threading.Thread(target=pulse_loop, daemon=True, args=(self.stop,)).start()
         if pods is not None and fencing and not fencer:
             threading.Thread(target=self.fence_when_asked, daemon=True, args=(pods,)).start()

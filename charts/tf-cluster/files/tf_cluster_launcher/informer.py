@@ -47,6 +47,7 @@ class Informer:
         # monotonic time of the last line of a watch (an event or a bookmark: the API server sends
         # one about every minute on a quiet watch), None before the first
         self.streamed_at: float | None = None
+        self.streamed_rv: str | None = None  # that line's resourceVersion
         self._renewing = False  # renew() closed the open watch: a new one starts at once
         self._watch_ends: float | None = None  # when the open watch ends (monotonic), None before the first
 
@@ -180,7 +181,10 @@ class Informer:
                     rv = obj.get("metadata", {}).get("resourceVersion") or rv
                     if event.get("type") in ("ADDED", "MODIFIED", "DELETED"):
                         self._apply(event["type"], self.keep(obj))
-                    self.streamed_at = time.monotonic()  # after the event is applied: readers see both
+                    line_rv = obj.get("metadata", {}).get("resourceVersion")
+                    if newer(line_rv, self.streamed_rv):  # a stale API server's repeated bookmark is no news
+                        self.streamed_rv = line_rv
+                        self.streamed_at = time.monotonic()  # after the event is applied: readers see both
                     if self._stop.is_set():
                         return
                 backoff, failures = 1.0, 0
@@ -247,6 +251,18 @@ class Informer:
 # ------------------------------------------------------------ running
 
 # ------------------------------------------------------------ fencing pods of a lost node
+
+
+def newer(rv: str | None, than: str | None) -> bool:
+    """Is resourceVersion `rv` past `than`? (Kubernetes says to treat them as opaque; etcd's are
+    integers, compared as such. Another server's: any change.)"""
+    if not rv:
+        return False
+    if than is None:
+        return True
+    if rv.isdigit() and than.isdigit():
+        return int(rv) > int(than)
+    return rv != than
 
 
 def server_offset(date: str | None, local_now: float) -> float | None:

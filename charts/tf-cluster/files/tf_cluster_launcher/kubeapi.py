@@ -69,8 +69,10 @@ def api_open(
     start = time.monotonic()
     try:
         resp = urllib.request.urlopen(req, timeout=timeout, context=ctx)
-    except urllib.error.HTTPError:
-        answered(start)  # a refusal is an answer too: the server heard the request
+    except urllib.error.HTTPError as e:
+        if e.code < 500 and e.code != 429:
+            answered(start)  # a refusal is an answer too: the server heard the request
+        # not a 5xx or a 429: a server that cannot reach its storage (a partition's minority) still sends those
         raise
     answered(start)
     return resp
@@ -87,6 +89,11 @@ def api(
         return json.load(resp)
 
 
+# Seconds a WATCH request may wait for its answer's headers; its lines, once it is answered, may be
+# as far apart as the watch lasts.
+WATCH_HEADERS_S = 30
+
+
 class WatchExpired(Exception):
     """The watch's resourceVersion is too old (410 Gone): LIST again."""
 
@@ -100,8 +107,11 @@ def api_watch(
     sep = "&" if "?" in path else "?"
     resp = api_open(
         "%s%swatch=1&allowWatchBookmarks=true&timeoutSeconds=%d" % (path, sep, timeout_seconds),
-        timeout=timeout_seconds + 30,
+        timeout=WATCH_HEADERS_S,  # a server that holds the request (a cache that never fills) is left soon
     )
+    sock = socket_of(resp)
+    if sock is not None:  # its lines may then be minutes apart (a quiet watch without bookmarks)
+        sock.settimeout(timeout_seconds + 30)
     keepalive(resp)
     if on_open is not None:
         on_open(resp)

@@ -15,7 +15,8 @@ its Job starts it again without counting).
 Heard means either of two proofs (unheard_for()):
 - an answer to a request this process sent (a round trip: the server heard this node then);
 - a line of its watch (an event, or the bookmark the API server sends about every minute on a
-  quiet watch) that left this pod Ready, counted the stop's time earlier. Such a line proves only
+  quiet watch) with a newer resourceVersion than the last, that left this pod Ready, counted the
+  stop's time and LINE_LAG_S earlier. Such a line proves only
   the server's side of the link (a cut can leave an open stream flowing one way), but the fence's
   clock starts when the pod turns not Ready, which the watch would have said before that line: so
   the fence acts no sooner than the bound after it, and the task has stopped by then.
@@ -24,9 +25,11 @@ when its watch ends (every 10-20 minutes: SELF_WATCH_SECONDS). The API server se
 pod of the cluster changed after the watch began (its resourceVersion moved on): a busy cluster's
 pods do that anyway; in a quiet one, the release's pulse does (pulse_loop: the first fencer
 writes a condition on its own pod every PULSE_SECONDS, 1.3 requests a minute for the release).
-When the pod is not Ready, or the last proof is half the bound old (no bookmarks: a pulse that
-stopped, an API server without a watch cache), its watch ends every quarter of the bound, a round
-trip each, as a request's answer is then the only proof.
+When the pod is not Ready, or the last proof is a minute short of the bound (asks_from: no
+bookmarks, as with a pulse that stopped or an API server without a watch cache), its watch ends
+every quarter of the bound, a round trip each, as a request's answer is then the only proof; it
+logs when that starts and ends. Not Ready for the bound (less the stop's time) with no answer
+for a quarter of it and more, it stops: the fence's clock started when the pod turned not Ready.
 
 The fence, in turn, marks a pod Failed only once its Ready condition has been False for that
 bound plus TF_CLUSTER_FENCE_AFTER, on the API server's clock. The node lifecycle controller sets
@@ -51,26 +54,50 @@ from .tfconfig import cluster_of
 
 
 def stop_reason(
-    pod: dict[str, Any] | None, silence: float, bound: float, server_now: float | None = None, margin: float = 0
+    pod: dict[str, Any] | None,
+    silence: float,
+    bound: float,
+    server_now: float | None = None,
+    margin: float = 0,
+    answer_age: float | None = None,
+    gone: bool = False,
 ) -> str | None:
-    """Why this task must stop its program now, or None: its pod was marked Failed while it runs
-    (the fence, or anyone: its Job starts a replacement); it was deleted and has been not Ready
-    for the bound less `margin` (the stop's own time) on the API server's clock (`server_now`),
-    so its node is NotReady to the control plane while this agent still hears it (a kubelet that
-    stopped reporting, a one-way cut) and the fence acts at the bound; or the API server has not
-    answered for `bound` seconds (this node may be cut off, and the fence may act then)."""
+    """Why this task must stop its program now, or None:
+    - its pod was marked Failed while it runs (the fence, or anyone: its Job starts a replacement);
+    - its pod, seen before, is gone from the API (force-deleted, or removed with its node): its Job
+      starts a replacement at once;
+    - it has been not Ready for the bound less `margin` (the stop's own time) on the API server's
+      clock (`server_now`), and it was deleted (its node is NotReady to the control plane while
+      this agent still hears it: a kubelet that stopped reporting) or the API server has not
+      answered a request for ANSWER_EVERY of the bound and more (`answer_age`: it asks that often
+      while not Ready): the fence's clock started then, and it acts at the bound;
+    - or the API server has not been heard for `bound` seconds (`silence`, unheard_for: this node
+      may be cut off, and the fence may act then)."""
     status = (pod or {}).get("status", {})
     if status.get("phase") == "Failed":
         return "this pod was marked Failed (%s) while its task runs: its Job starts a replacement" % (
             status.get("reason") or "no reason given"
         )
-    since = not_ready_since(pod) if pod and pod.get("metadata", {}).get("deletionTimestamp") else None
-    if since is not None and server_now is not None and server_now - since >= bound - margin:
+    if gone:
         return (
-            "this pod was deleted and has been not Ready for %ds (its node is NotReady to the control plane, "
-            "nodeLoss.selfFenceSeconds: %ds): the fence may start this task's replacement elsewhere"
-            % (server_now - since, bound)
+            "this pod is gone from the API server (force-deleted, or removed with its node): its Job starts "
+            "a replacement"
         )
+    since = not_ready_since(pod) if pod else None
+    if since is not None and server_now is not None and server_now - since >= bound - margin:
+        if pod and pod.get("metadata", {}).get("deletionTimestamp"):
+            return (
+                "this pod was deleted and has been not Ready for %ds (its node is NotReady to the control plane, "
+                "nodeLoss.selfFenceSeconds: %ds): the fence may start this task's replacement elsewhere"
+                % (server_now - since, bound)
+            )
+        if answer_age is None or answer_age >= bound * ANSWER_EVERY + ANSWER_SLACK_S:
+            return (
+                "this pod has been not Ready for %ds and the API server has not answered for %s "
+                "(nodeLoss.selfFenceSeconds: %ds): this node may be cut off from the control plane, and the fence "
+                "may start this task's replacement elsewhere"
+                % (server_now - since, "ever" if answer_age is None else "%ds" % answer_age, bound)
+            )
     if silence >= bound:
         return (
             "no answer from the API server for %ds (nodeLoss.selfFenceSeconds: %ds): this node may be cut "
@@ -94,10 +121,26 @@ def task_pods(bound: float) -> Informer | None:
         label_selector=selector,
         name="this task's pods",
         keep=slim_pod,
-        answer_within=bound / 4 if bound > 0 else None,  # a round trip this often until its stream proves
+        answer_within=bound * ANSWER_EVERY if bound > 0 else None,  # a round trip this often until its lines prove
         watch_seconds=SELF_WATCH_SECONDS if bound > 0 else None,
     ).start()
 
+
+# While the agent asks for round trips (its pod not Ready, or its watch's lines stopped), a watch ends
+# every this fraction of the bound: a request then, answered in ANSWER_SLACK_S at most when all is well.
+ANSWER_EVERY = 0.25
+ANSWER_SLACK_S = 15.0
+
+# A watch line counts as heard this much earlier again than the stop's margin: what may pass between
+# the node lifecycle controller stamping the pod's Ready=False (the fence's clock) and this agent
+# reading the line before that event (the write's queueing, the watch cache's lag, a lossy link's
+# retransmits, this process' other threads). Answers to requests need none: the pod turns not Ready
+# a node-monitor grace (~40 s) after the cut at the earliest.
+LINE_LAG_S = 30.0
+
+# The agent asks for round trips once unheard this long before the bound at the latest (or from half
+# the bound, for short bounds): time for a few to be answered before it would stop.
+ASK_BEFORE_S = 60.0
 
 # How often the release's pulse writes (pulse_loop): below the API server's bookmark period (a
 # minute), so that a watch's first bookmark, a minute after it opened, has a newer resourceVersion
@@ -145,6 +188,21 @@ def pulse_loop(stop: threading.Event, every: float = PULSE_SECONDS, pod: str | N
             failing = True
 
 
+def asks_from(bound: float) -> float:
+    """From how many seconds unheard the agent asks for round trips although its pod is Ready."""
+    return max(bound / 2, bound - ASK_BEFORE_S)
+
+
+def pulse_writer(cluster: dict[str, list[Any]], notebook_chief: bool) -> tuple[str, int] | None:
+    """The task that writes the release's pulse: the first of the chief's, the workers' and the
+    ps' first tasks that has an agent (with an interactive coordinator, the chief is the notebook:
+    TF_CLUSTER_HEARTBEAT); a fencer by rule (fencing.is_fencer) in every case."""
+    for role in ("chief", "worker", "ps"):
+        if cluster.get(role) and not (role == "chief" and notebook_chief):
+            return role, 0
+    return None
+
+
 def is_ready(pod: dict[str, Any] | None) -> bool:
     """Is the pod's Ready condition True (its kubelet reports it, its node is Ready)?"""
     conditions = (pod or {}).get("status", {}).get("conditions") or []
@@ -172,6 +230,7 @@ def self_fence_loop(
     margin = float(env("TF_CLUSTER_STOP_GRACE", "30") or 30) + every  # stopped before the fence's bound
     name = env("TF_CLUSTER_POD_NAME")
     streamed_ready: float | None = None
+    seen, missing, quiet = False, 0, False
     while not stop.wait(every):
         if pods.forbidden:
             log("cannot watch this pod to self-fence (%s): the Role must allow watch on pods" % pods.forbidden)
@@ -179,18 +238,32 @@ def self_fence_loop(
         streamed = pods.streamed_at  # read before the pod: the snapshot then includes that line
         current = [p for p in pods.snapshot() if p["metadata"]["name"] == name]
         pod = current[0] if current else None
+        seen = seen or pod is not None
+        missing = missing + 1 if seen and pod is None else 0
         ready = is_ready(pod)
         if ready and streamed is not None:
             streamed_ready = max(streamed, streamed_ready or streamed)
         now = time.monotonic()
-        silence = unheard_for(now, answered_at(), streamed_ready, started, margin)
-        pods.ask_answers(bound / 4 if not ready or silence >= bound / 2 else None)
+        answered = answered_at()
+        silence = unheard_for(now, answered, streamed_ready, started, margin + LINE_LAG_S)
+        if ready and (silence >= asks_from(bound)) != quiet:
+            quiet = not quiet
+            log(
+                "self-fence: no new line of this pod's watch for %s (the API server sends a bookmark about every "
+                "minute once any pod changed: is the release's pulse written?): asking it for an answer every %ds"
+                % ("its start" if streamed_ready is None else "%ds" % (now - streamed_ready), bound * ANSWER_EVERY)
+                if quiet
+                else "self-fence: this pod's watch brings lines again: no request until it ends"
+            )
+        pods.ask_answers(bound * ANSWER_EVERY if not ready or silence >= asks_from(bound) else None)
         why = stop_reason(
             pod,
             silence,
             bound,
             None if pods.clock_offset is None else time.time() + pods.clock_offset,
             margin,
+            None if answered is None else now - answered,
+            gone=missing >= 2,  # two checks apart: not a relist's instant
         )
         if why:
             log("self-fence: " + why)
