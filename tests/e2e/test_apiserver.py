@@ -914,9 +914,11 @@ def test_a_ready_tasks_self_fence_asks_for_no_round_trip_and_one_when_its_pod_tu
     t.start()
     try:
         deadline = time.monotonic() + 10
-        while pods.answer_within is not None:  # the first turns: Ready, so no round trip asked for
-            assert time.monotonic() < deadline, "the self-fence still asks for round trips with its pod Ready"
+        while pods.requests < 2:  # its LIST and its first watch
+            assert time.monotonic() < deadline, f"{pods.requests} request(s) in 10 s: no watch"
             time.sleep(0.1)
+        time.sleep(1)  # five checks with its pod Ready: no round trip asked for
+        assert pods.answer_within is None and pods.requests == 2, (pods.answer_within, pods.requests)
         asked = pods.requests
         ready_task_pod(core, namespace, ready="False")
         deadline = time.monotonic() + 10

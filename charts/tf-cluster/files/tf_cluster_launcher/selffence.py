@@ -109,7 +109,8 @@ def stop_reason(
 def task_pods(bound: float) -> Informer | None:
     """This task's pods (this one and its earlier ones: its Job index's), watched by its agent: the
     self-fence reads its own, the deputy's request (fencing.DEPUTY) may be on any. With a self-fence
-    `bound`, renewed every quarter of it (the API server's answers); None outside a release's pod."""
+    `bound`, its watches last SELF_WATCH_SECONDS unless the self-fence asks for answers; None
+    outside a release's pod."""
     name, namespace = env("TF_CLUSTER_POD_NAME"), env("TF_CLUSTER_NAMESPACE")
     role, index = env("TF_CLUSTER_ROLE"), int(env("TF_TASK_INDEX", "0") or 0)
     hosts = cluster_of(env("TF_CONFIG")).get(role) or []
@@ -121,7 +122,7 @@ def task_pods(bound: float) -> Informer | None:
         label_selector=selector,
         name="this task's pods",
         keep=slim_pod,
-        answer_within=bound * ANSWER_EVERY if bound > 0 else None,  # a round trip this often until its lines prove
+        # the self-fence's first check asks for round trips if it needs them (ending this watch then)
         watch_seconds=SELF_WATCH_SECONDS if bound > 0 else None,
     ).start()
 
