@@ -856,6 +856,17 @@ def ready_task_pod(core, namespace: str, ready: str = "True", name: str = "r-wor
     core.patch_namespaced_pod_status(name, namespace, {"status": {"phase": "Running", "conditions": conditions}})
 
 
+def pulse_writers_pod(apiserver, core, namespace: str) -> None:
+    """The chief's pod, Ready, and the Role's pods/status patch (the fence's verb) its pulse needs."""
+    from kubernetes import client
+
+    rbac = client.RbacAuthorizationV1Api(apiserver["api"])
+    rule = {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}
+    rules = [*rbac.read_namespaced_role("fencer", namespace).rules, rule]
+    rbac.patch_namespaced_role("fencer", namespace, {"rules": rules})
+    ready_task_pod(core, namespace, name="r-chief-0-fghij")
+
+
 def test_the_self_fence_hears_the_api_server_within_its_bound_and_stops_a_task_that_cannot(
     apiserver, namespace, tmp_path, monkeypatch
 ):
@@ -932,13 +943,8 @@ def test_a_ready_tasks_self_fence_asks_for_no_round_trip_and_one_when_its_pod_tu
         stop.set()
         t.join(10)
         pods.stop()
-    # the pulse, as the chief's agent writes it (the Role here: the fence's pods/status patch)
-    rbac = client.RbacAuthorizationV1Api(apiserver["api"])
-    rule = {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}
-    rbac.patch_namespaced_role(
-        "fencer", namespace, {"rules": [*rbac.read_namespaced_role("fencer", namespace).rules, rule]}
-    )
-    ready_task_pod(core, namespace, name="r-chief-0-fghij")
+    # the pulse, as the chief's agent writes it
+    pulse_writers_pod(apiserver, core, namespace)
     beats, stop = [], threading.Event()
     pulse = threading.Thread(target=launcher_selffence.pulse_loop, args=(stop, 0.5, "r-chief-0-fghij"))
     pulse.start()
@@ -977,12 +983,7 @@ def test_a_ready_tasks_watch_brings_a_bookmark_every_minute_and_that_keeps_it_he
     assert pods is not None and pods.answer_within is None
     t = threading.Thread(target=launcher_selffence.self_fence_loop, args=(stop, bound, told.append, pods, 0.5))
     t.start()
-    rbac = client.RbacAuthorizationV1Api(apiserver["api"])
-    rule = {"apiGroups": [""], "resources": ["pods/status"], "verbs": ["patch"]}
-    rbac.patch_namespaced_role(
-        "fencer", namespace, {"rules": [*rbac.read_namespaced_role("fencer", namespace).rules, rule]}
-    )
-    ready_task_pod(core, namespace, name="r-chief-0-fghij")
+    pulse_writers_pod(apiserver, core, namespace)
     pulse = threading.Thread(
         target=launcher_selffence.pulse_loop, args=(stop, launcher_selffence.PULSE_SECONDS, "r-chief-0-fghij")
     )
