@@ -224,6 +224,8 @@ def down(args) -> int:
 
 
 RESTARTABLE = ("kube-apiserver", "kubelet")
+LEADER_ELECTED = ("kube-controller-manager", "kube-scheduler")
+LEASE_RENEW_DEADLINE_S = 10.0  # their --leader-elect-renew-deadline's default
 
 
 def restart(args) -> int:
@@ -233,10 +235,24 @@ def restart(args) -> int:
         raise NodeError(f"{args.component} is not running: `up` the node first")
     ip, t0 = node_ip(), time.monotonic()
     stop(args.component)
-    say(f"{args.component} down; starting it again in {args.down:.0f}s")
-    time.sleep(args.down)
+    stopped = time.monotonic()
     if args.component == "kube-apiserver":
-        up_control_plane(ip)
+        # In every real control plane (kubeadm, kind, the managed ones) kube-controller-manager and
+        # kube-scheduler run leader-elected: they exit once their lease goes unrenewed for its
+        # renew deadline (10 s) and come back when the API answers, with fresh caches. The
+        # harness runs them with --leader-elect=false (nothing here would restart them after a
+        # slow renewal), so the outage stops them as their lease would. Left running, the node
+        # lifecycle controller judged the kubelets' leases from its stale cache once the API was
+        # back and evicted every pod on nodes that were Ready again.
+        time.sleep(LEASE_RENEW_DEADLINE_S)
+        for name in LEADER_ELECTED:
+            stop(name)
+        say(f"{', '.join(LEADER_ELECTED)} stopped {LEASE_RENEW_DEADLINE_S:.0f}s later, as their lost lease would")
+    left = max(args.down - (time.monotonic() - stopped), 0)
+    say(f"{args.component} down; starting it again in {left:.0f}s")
+    time.sleep(left)
+    if args.component == "kube-apiserver":
+        up_control_plane(ip)  # starts what is stopped: the API server, then the two above
     else:
         up_node(ip, [*trainer_images(), standin_image(), jupyter_image()])
     say(f"{args.component} back after {time.monotonic() - t0:.1f}s")
