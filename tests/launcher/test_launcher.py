@@ -851,9 +851,9 @@ def test_a_watch_line_counts_as_heard_only_while_it_shows_the_pod_ready_and_the_
     assert unheard(100, 40, 90, since=0, margin=25) == 35  # a bookmark 10 s ago, 25 s earlier
     assert unheard(100, 95, 90, since=0, margin=25) == 5  # the answer is the more recent proof
     ready = {"status": {"conditions": [{"type": "Ready", "status": "True"}]}}
-    assert launcher_selffence.is_ready(ready)
+    assert launcher_fencing.is_ready(ready)
     for pod in (None, {"status": {}}, {"status": {"conditions": [{"type": "Ready", "status": "False"}]}}):
-        assert not launcher_selffence.is_ready(pod)
+        assert not launcher_fencing.is_ready(pod)
 
 
 def test_asking_for_answers_ends_a_watch_that_would_outlast_the_ask_at_every_check():

@@ -34,6 +34,12 @@ def stranded(pod: dict[str, Any], now: float, after: float, self_fence: float = 
     return True
 
 
+def is_ready(pod: dict[str, Any] | None) -> bool:
+    """Is the pod's Ready condition True (its kubelet reports it, its node is Ready)?"""
+    conditions = (pod or {}).get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
 def not_ready_since(pod: dict[str, Any]) -> float | None:
     """When the pod's Ready condition turned False (the node lifecycle controller does so for
     every pod of a node it finds NotReady), or None while it is True (or unknown)."""
@@ -102,9 +108,8 @@ DEPUTY = "tf-cluster.io/Fencer"
 
 def live(pod: dict[str, Any]) -> bool:
     """Running, not deleted, and Ready (its node answers the control plane)."""
-    status = pod.get("status", {})
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
-    return status.get("phase") == "Running" and not pod.get("metadata", {}).get("deletionTimestamp") and ready
+    running = pod.get("status", {}).get("phase") == "Running"
+    return running and not pod.get("metadata", {}).get("deletionTimestamp") and is_ready(pod)
 
 
 def deputy_reason(pod: dict[str, Any]) -> str | None:
@@ -146,6 +151,17 @@ def deputy_wanted(pods: list[dict[str, Any]], tasks: dict[str, tuple[int, bool]]
     return next(((p, node) for _, p in running if p["spec"]["nodeName"] != node), None)
 
 
+def patch_condition(namespace: str, pod: str, condition: dict[str, Any]) -> None:
+    """Set one condition of `pod` (pods/status, the fence's verb), merged by its type: the
+    kubelet's conditions and the other writers' stay."""
+    api(
+        "/api/v1/namespaces/%s/pods/%s/status" % (namespace, pod),
+        method="PATCH",
+        body={"status": {"conditions": [condition]}},
+        content_type="application/strategic-merge-patch+json",
+    )
+
+
 def deputize(namespace: str, pod: dict[str, Any], node: str) -> None:
     """Ask `pod`'s task to fence too (its agent watches its task's pods: agent.py)."""
     name = pod["metadata"]["name"]
@@ -158,12 +174,7 @@ def deputize(namespace: str, pod: dict[str, Any], node: str) -> None:
         "message": why,
         "lastTransitionTime": now_rfc3339(),
     }
-    api(
-        "/api/v1/namespaces/%s/pods/%s/status" % (namespace, name),
-        method="PATCH",
-        body={"status": {"conditions": [condition]}},
-        content_type="application/strategic-merge-patch+json",  # merged by type: the kubelet's stay
-    )
+    patch_condition(namespace, name, condition)
     EVENTS.record("AskedToFence", "asked %s to fence too: %s" % (name, why))
 
 

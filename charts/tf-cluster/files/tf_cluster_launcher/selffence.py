@@ -46,9 +46,9 @@ import time
 from typing import Any, Callable
 
 from .common import ConfigError, env, log, now_rfc3339
-from .fencing import not_ready_since
+from .fencing import is_ready, not_ready_since, patch_condition
 from .informer import Informer
-from .kubeapi import answered_at, api
+from .kubeapi import answered_at
 from .peerpods import index_selector, slim_pod
 from .tfconfig import cluster_of
 
@@ -173,12 +173,7 @@ def pulse_loop(stop: threading.Event, every: float = PULSE_SECONDS, pod: str | N
             "lastProbeTime": now_rfc3339(),
         }
         try:
-            api(
-                "/api/v1/namespaces/%s/pods/%s/status" % (namespace, name),
-                method="PATCH",
-                body={"status": {"conditions": [condition]}},
-                content_type="application/strategic-merge-patch+json",  # merged by type: the kubelet's stay
-            )
+            patch_condition(namespace, name, condition)
             failing = False
         except (ConfigError, OSError, ValueError) as e:  # urllib's errors are OSErrors
             if not failing:
@@ -202,12 +197,6 @@ def pulse_writer(cluster: dict[str, list[Any]], notebook_chief: bool) -> tuple[s
         if cluster.get(role) and not (role == "chief" and notebook_chief):
             return role, 0
     return None
-
-
-def is_ready(pod: dict[str, Any] | None) -> bool:
-    """Is the pod's Ready condition True (its kubelet reports it, its node is Ready)?"""
-    conditions = (pod or {}).get("status", {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def unheard_for(now: float, answered: float | None, streamed_ready: float | None, since: float, margin: float) -> float:
