@@ -38,6 +38,18 @@ def members(group: int) -> list[int]:
     return found
 
 
+def names(pids: list[int]) -> str:
+    """What `pids` are, counted by command name: "32 sleep, 2 kwok"."""
+    counts: dict[str, int] = {}
+    for pid in pids:
+        try:
+            name = Path(f"/proc/{pid}/comm").read_text().strip()
+        except OSError:
+            name = "(gone)"
+        counts[name] = counts.get(name, 0) + 1
+    return ", ".join(f"{n} {name}" for name, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def reap(group: int, grace: float = GRACE) -> int:
     """Stop every process left in `group`: SIGTERM, then SIGKILL after `grace` s. How many there were."""
     left = members(group)
@@ -70,9 +82,14 @@ def main(argv: list[str]) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, forward)
     rc = proc.wait()
+    what = names(members(proc.pid))  # read before they are stopped
     left = reap(proc.pid)
     if left:
-        print(f"[reaped] {left} process(es) left behind by {shlex.join(argv)}: stopped", file=sys.stderr, flush=True)
+        print(
+            f"[reaped] {left} process(es) left behind by {shlex.join(argv)} ({what}): stopped",
+            file=sys.stderr,
+            flush=True,
+        )
     return rc if rc >= 0 else 128 - rc
 
 

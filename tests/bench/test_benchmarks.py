@@ -421,7 +421,8 @@ def test_a_sitting_stopped_with_sigterm_leaves_no_process_of_its_own_behind(tmp_
     runner.send_signal(signal.SIGTERM)
     _, err = runner.communicate(timeout=60)
     assert runner.returncode == 1, err  # the sitting's own exit code: sys.exit("stopped (SIGTERM)")
-    assert "stopped (SIGTERM)" in err and "2 process(es) left behind by" in err  # sh and its sleep, err
+    assert "stopped (SIGTERM)" in err and "2 process(es) left behind by" in err, err  # sh and its sleep
+    assert "(1 sh, 1 sleep): stopped" in err, err  # what they were, by name
     assert reaped.members(group) == [], "nothing of the sitting's group is left (a zombie waiting for init aside)"
 
 
