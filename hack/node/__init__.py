@@ -11,7 +11,9 @@
     python hack/node down --purge  also forget the images (containerd's store)
     python hack/node env           print `export KUBECONFIG=...`
     python hack/node restart kube-apiserver|kubelet [--down SECONDS]
-                                   a fault: stop it, wait, start it again (pods keep running)
+                                   a fault: stop it, wait, start it again (pods keep running);
+                                   kube-apiserver's stops kube-controller-manager and
+                                   kube-scheduler too, as their lost leases would
     python hack/node kill|partition|heal|start N
                                    node N (2, 3) loses power, is cut off, rejoins, reboots
 
