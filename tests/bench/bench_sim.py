@@ -87,11 +87,13 @@ START_LIMIT_S = 600  # (a) every launcher has started its program within this, o
 # (b) the fencers' first LIST of the release's pods, answered whole within this after the start (at
 # 4096 tasks ~575 MB read from etcd in pages of 250); a LIST not done by then is reported so
 LIST_LIMIT_S = 600
-# (c) the steady window: a launcher's watch lasts a random 5-10 min (tf_cluster_launcher.informer
-# WATCH_SECONDS), so 20 min holds at least two whole cycles of every watch, each one renewed at least
-# twice in it, whatever its phase; the self-fence's watch of a task's own pod lasts a quarter of
-# nodeLoss.selfFenceSeconds (60 s by default)
-STEADY_S = 1200
+# (c) the steady window: a launcher's watch lasts a random 10-20 min (tf_cluster_launcher.informer
+# WATCH_SECONDS; the self-fence's watch of a task's own pod too, while its pod is Ready and the
+# bookmarks come; the launcher before, 5-10 min), so 40 min holds at least two whole cycles of every
+# watch, whatever its phase: the first watches, all begun at the release's start, end inside it and
+# so do the next ones' (a 20-min window would count each task's first renewal only, a quarter below
+# the long-run rate)
+STEADY_S = 2400
 # (d) one node lost, from the steady window's end: the node lifecycle controller finds it NotReady
 # after its grace (50 s), evicts its pods after nodeLoss.tolerationSeconds (30), whose deadline is
 # job.terminationGracePeriodSeconds (60) later; the fence marks one Failed once it has been not Ready

@@ -200,11 +200,15 @@ class Store:
         return path
 
     def estimate(self, part: Part, windows: dict) -> float:
-        """Minutes a part will take: what it took when last measured, with any code, and a quarter more;
-        its limits (Part.minutes) when it never was."""
+        """Minutes a part will take: what it took when last measured, with any code, and a quarter more,
+        plus what its steady window has grown by since; its limits (Part.minutes) when it never was."""
         path = self.path(part)
-        took = json.loads(path.read_text()).get("seconds") if path.is_file() else None
-        return part.minutes(windows) if took is None else 1.25 * took / 60
+        saved = json.loads(path.read_text()) if path.is_file() else {}
+        took = saved.get("seconds")
+        if took is None:
+            return part.minutes(windows)
+        was = (saved.get("figures") or {}).get("steady", {}).get("seconds", windows["steady_s"])
+        return (1.25 * took + max(0.0, windows["steady_s"] - was)) / 60
 
     def to_measure(self, group: list[Part], again: bool = False) -> list[Part]:
         """What of a group must be measured: its floor and starts, all of them, if any is not saved with

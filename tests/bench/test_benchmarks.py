@@ -270,6 +270,11 @@ def test_the_benchmark_resumes_by_parts_and_assembles_only_todays(tmp_path):
     (root / "charts/tf-cluster/templates/a.txt").write_text("another template")
     changed = sim_parts.Store(tmp_path / "parts", {"nodes": 256}, root)
     assert changed.stale(release[0]) and changed.estimate(release[0], windows) == pytest.approx(1.875)
+    # a launchers' part measured with a shorter steady window: planned with the window's growth added
+    changed.save(release[3], {"part": release[3].name, "steady": {"seconds": 1200.0}}, 2000.0)
+    longer = {**windows, "steady_s": 2400}
+    assert changed.estimate(release[3], longer) == pytest.approx((1.25 * 2000 + 1200) / 60)
+    assert changed.estimate(release[3], windows) == pytest.approx(1.25 * 2000 / 60), "same window: as it took"
 
 
 @pytest.mark.parametrize("flag,bad", [("--sizes", "abc"), ("--sizes", "64,0"), ("--beside", "0"), ("--beside", "-1")])

@@ -881,7 +881,7 @@ def test_the_self_fence_hears_the_api_server_within_its_bound_and_stops_a_task_t
         monkeypatch.setenv("KUBERNETES_SERVICE_PORT", str(port))
         launcher_kubeapi.ANSWERED.clear()
         told, silences, stop = [], [], threading.Event()
-        pods = launcher_selffence.task_pods(bound)
+        pods = launcher_selffence.task_pods()
         assert pods is not None
         t = threading.Thread(target=launcher_selffence.self_fence_loop, args=(stop, bound, told.append, pods, 0.5))
         t.start()
@@ -909,7 +909,7 @@ def test_a_ready_tasks_self_fence_asks_for_no_round_trip_and_one_when_its_pod_tu
     apiserver, namespace, tmp_path, monkeypatch
 ):
     """Issue 46, the steady cost: while its pod is Ready, the agent's watch is its proof (the
-    server's bookmarks), so the watch runs its whole 5-10 minutes: no request. When the pod turns
+    server's bookmarks), so the watch runs its whole 10-20 minutes: no request. When the pod turns
     not Ready, the agent ends that watch at once (a round trip: the next watch's answer) and asks
     for one every quarter of the bound again. The release's pulse (the first fencer's condition,
     which makes those bookmarks come) is written beside the kubelet's conditions."""
@@ -919,7 +919,7 @@ def test_a_ready_tasks_self_fence_asks_for_no_round_trip_and_one_when_its_pod_tu
     core = client.CoreV1Api(apiserver["api"])
     ready_task_pod(core, namespace)
     bound, told, stop = 240.0, [], threading.Event()
-    pods = launcher_selffence.task_pods(bound)
+    pods = launcher_selffence.task_pods()
     assert pods is not None
     t = threading.Thread(target=launcher_selffence.self_fence_loop, args=(stop, bound, told.append, pods, 0.2))
     t.start()
@@ -979,7 +979,7 @@ def test_a_ready_tasks_watch_brings_a_bookmark_every_minute_and_that_keeps_it_he
     core = client.CoreV1Api(apiserver["api"])
     ready_task_pod(core, namespace)
     bound, told, stop = 240.0, [], threading.Event()
-    pods = launcher_selffence.task_pods(0)  # its first watch too lasts 5-10 minutes
+    pods = launcher_selffence.task_pods()  # its first watch too lasts 10-20 minutes
     assert pods is not None and pods.answer_within is None
     t = threading.Thread(target=launcher_selffence.self_fence_loop, args=(stop, bound, told.append, pods, 0.5))
     t.start()
@@ -1093,7 +1093,7 @@ def test_fencers_on_one_node_ask_a_task_on_another_to_fence_and_it_does(apiserve
     monkeypatch.setenv("TF_CLUSTER_ROLE", "worker")
     monkeypatch.setenv("TF_TASK_INDEX", "1")
     monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": hosts, "task": {"type": "worker", "index": 1}}))
-    pods = launcher_selffence.task_pods(0)
+    pods = launcher_selffence.task_pods()
     assert pods is not None
     agent = launcher_agent.Agent()
     deputy = threading.Thread(target=agent.fence_when_asked, args=(pods, 0.2))

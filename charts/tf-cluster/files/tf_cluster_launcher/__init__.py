@@ -30,7 +30,7 @@ Standard library only, so it runs in any image with Python 3.8+.
    TF_CLUSTER_METRICS line, so the pod's log carries what the program reported.
 4. When TF_CLUSTER_STOP_WITH_LEADER=true (ps, ParameterServer workers, the
    evaluator) it watches the leading Job (chief, else worker) through the
-   Kubernetes API with the pod's token (one LIST, then a WATCH request every 5-10 minutes,
+   Kubernetes API with the pod's token (one LIST, then a WATCH request every 10-20 minutes,
    reconnected with backoff after an API outage), from its start (it may end while this task
    waits for its peers); when that Job is Complete it stops the child and exits 0, when it
    Failed, or was deleted or never existed (no Job of that name for

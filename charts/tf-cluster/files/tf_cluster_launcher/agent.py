@@ -91,7 +91,7 @@ class Agent:
             on_lost = self.on_peer_lost if self.coordinator else None
             threading.Thread(target=fence_loop, daemon=True, args=(self.stop, on_lost)).start()
         bound = float(env("TF_CLUSTER_SELF_FENCE", "0") or 0)
-        pods = task_pods(bound) if bound > 0 or (fencing and not fencer) else None
+        pods = task_pods() if bound > 0 or (fencing and not fencer) else None
         if pods is not None and bound > 0:
             args = (self.stop, bound, lambda why: tell(STOP, why), pods)
             threading.Thread(target=self_fence_loop, daemon=True, args=args).start()

@@ -15,8 +15,12 @@ from .common import ConfigError, log
 from .kubeapi import WatchExpired, api, api_watch, socket_of
 
 # One WATCH request lasts this long (randomized, as client-go's reflector does, so that the tasks of
-# a large release do not all come back at once); a task's steady state is a request per 5-10 min.
-WATCH_SECONDS = (300, 600)
+# a large release do not all come back at once); a task's steady state is a request per 10-20 min
+# and watch (the ParameterServer's servers watch the leading Job, every agent its task's pods).
+# Twice client-go's 5-10 min, within kube-apiserver's own default for a watch that asks for no
+# length (its --min-request-timeout, 30-60 min): a renewal is the whole steady cost, and a dead
+# connection is found by TCP keepalive (kubeapi.keepalive), not by the watch's end.
+WATCH_SECONDS = (600, 1200)
 
 
 class Informer:

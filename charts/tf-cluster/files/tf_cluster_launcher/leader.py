@@ -161,7 +161,7 @@ def leader_condition_or_empty() -> str:
 
 def watch_leader(poll: float, on_finished: Callable[[str], None], stop_event: threading.Event) -> None:
     """Call on_finished(condition) once the leader has finished. The leading Job is watched (one
-    LIST, then one WATCH request per 5-10 minutes: no quorum read every `poll` seconds by every
+    LIST, then one WATCH request per 10-20 minutes: no quorum read every `poll` seconds by every
     server task); the notebook coordinator's heartbeat and run-local's status file are read every
     `poll` seconds (their timeouts need the clock; a notebook release has few servers)."""
     job = leader_name()

@@ -21,10 +21,11 @@ Heard means either of two proofs (unheard_for()):
   clock starts when the pod turns not Ready, which the watch would have said before that line: so
   the fence acts no sooner than the bound after it, and the task has stopped by then.
 While the pod is Ready and the watch brings its minutely bookmark, a task sends a request only
-when its watch ends (every 10-20 minutes: SELF_WATCH_SECONDS). The API server sends a watch's bookmark only once some
-pod of the cluster changed after the watch began (its resourceVersion moved on): a busy cluster's
-pods do that anyway; in a quiet one, the release's pulse does (pulse_loop: the first fencer
-writes a condition on its own pod every PULSE_SECONDS, 1.3 requests a minute for the release).
+when its watch ends (every 10-20 minutes: informer.WATCH_SECONDS). The API server sends a watch's
+bookmark only once some pod of the cluster changed after the watch began (its resourceVersion
+moved on): a busy cluster's pods do that anyway; in a quiet one, the release's pulse does
+(pulse_loop: the first fencer writes a condition on its own pod every PULSE_SECONDS, 1.3
+requests a minute for the release).
 When the pod is not Ready, or the last proof is a minute short of the bound (asks_from: no
 bookmarks, as with a pulse that stopped or an API server without a watch cache), its watch ends
 every quarter of the bound, a round trip each, as a request's answer is then the only proof; it
@@ -106,11 +107,11 @@ def stop_reason(
     return None
 
 
-def task_pods(bound: float) -> Informer | None:
+def task_pods() -> Informer | None:
     """This task's pods (this one and its earlier ones: its Job index's), watched by its agent: the
-    self-fence reads its own, the deputy's request (fencing.DEPUTY) may be on any. With a self-fence
-    `bound`, its watches last SELF_WATCH_SECONDS unless the self-fence asks for answers; None
-    outside a release's pod."""
+    self-fence reads its own, the deputy's request (fencing.DEPUTY) may be on any. Its watches last
+    their usual 10-20 minutes, the first too, unless the self-fence asks for answers (its first check
+    does if it needs them, ending the open watch then); None outside a release's pod."""
     name, namespace = env("TF_CLUSTER_POD_NAME"), env("TF_CLUSTER_NAMESPACE")
     role, index = env("TF_CLUSTER_ROLE"), int(env("TF_TASK_INDEX", "0") or 0)
     hosts = cluster_of(env("TF_CONFIG")).get(role) or []
@@ -122,8 +123,6 @@ def task_pods(bound: float) -> Informer | None:
         label_selector=selector,
         name="this task's pods",
         keep=slim_pod,
-        # the self-fence's first check asks for round trips if it needs them (ending this watch then)
-        watch_seconds=SELF_WATCH_SECONDS if bound > 0 else None,
     ).start()
 
 
@@ -147,10 +146,6 @@ ASK_BEFORE_S = 60.0
 # minute), so that a watch's first bookmark, a minute after it opened, has a newer resourceVersion
 # to carry (and every later one of that watch then does too).
 PULSE_SECONDS = 45.0
-
-# How long the self-fence's watch lasts while its lines prove it is heard (randomized, as the
-# informer's usual 5-10 minutes are): its renewal is a task's whole steady cost.
-SELF_WATCH_SECONDS = (600, 1200)
 
 # The pod condition the pulse writes (lastProbeTime: its last write).
 PULSE = "tf-cluster.io/Pulse"
@@ -213,7 +208,7 @@ def unheard_for(now: float, answered: float | None, streamed_ready: float | None
 def self_fence_loop(
     stop: threading.Event, bound: float, on_stop: Callable[[str], None], pods: Informer, every: float = 5.0
 ) -> None:
-    """Read this pod from `pods` (task_pods(bound)) and call `on_stop(why)` once when the program
+    """Read this pod from `pods` (task_pods()) and call `on_stop(why)` once when the program
     must stop; return then, or when `stop` is set. Asks `pods` for round trips only while its
     stream does not prove the API server heard this node (the module's docstring)."""
     started = time.monotonic()
