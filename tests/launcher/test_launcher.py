@@ -110,7 +110,7 @@ def test_a_child_that_saves_and_exits_0_on_sigterm_is_not_a_success_unless_the_r
     _, err = p.communicate(timeout=30)
     saved = tmp_path / "checkpointed"
     assert saved.is_file() and saved.read_text() == "saved", err  # it had its time to save
-    assert "forwarding to the child" in err, err
+    assert "forwarding to the command's process group" in err, err
     assert p.returncode == rc, err
     if rc:
         assert "task stopped by signal 15 before the run was over (the command exited 0; exit 143" in err
@@ -186,6 +186,93 @@ def test_a_killed_child_reports_128_plus_signal(tmp_path):
     p = start([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"], tmp_path)
     p.communicate(timeout=30)
     assert p.returncode == 137
+
+
+AS_PID_1 = pytest.param(
+    True, marks=pytest.mark.needs("unshare as root", in_own_pid_namespace, "run as root with util-linux")
+)
+
+
+def start_as(pid1: bool, argv, tmp_path, **env):
+    """The launcher as a process, or as in a container: PID 1 of its own PID namespace."""
+    return start(argv, tmp_path, prefix=["unshare", "--pid", "--fork", "--kill-child"] if pid1 else (), **env)
+
+
+def gone(pid: int, within: float = 5.0) -> bool:
+    """The process `pid` has ended (or is a zombie nobody has reaped yet) within `within` seconds."""
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                return True
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def wrapped(program: str) -> list[str]:
+    """`program` run by a shell that does not exec it (a `sh -c "cd ... && python train.py; ..."`
+    command): the launcher's child is the shell, the program its child."""
+    return ["sh", "-c", '"$0" -c "$1"; exit $?', sys.executable, program]
+
+
+SAVES_ON_SIGTERM_WITH_PID = "import os, pathlib; pathlib.Path('pid').write_text(str(os.getpid()))\n" + SAVES_ON_SIGTERM
+IGNORES_SIGTERM_WITH_PID = (
+    "import os, pathlib, signal, time; pathlib.Path('pid').write_text(str(os.getpid()))\n"
+    "signal.signal(signal.SIGTERM, lambda *a: print('ignored', flush=True))\n"
+    "print('ready', flush=True); time.sleep(600)\n"
+)
+
+
+@pytest.mark.parametrize("pid1", [False, AS_PID_1], ids=["process", "pid-1"])
+def test_a_signal_reaches_a_program_its_shell_started_and_the_task_waits_for_its_save(pid1, tmp_path):
+    """A command wrapped in a shell (`sh -c "cd /code && python train.py"`: dash and bash do not
+    exec a command followed by another) got no SIGTERM: the launcher signalled only the shell,
+    which died at once, and then exited, so the program was killed mid-step with no checkpoint.
+    The launcher signals the command's whole process group and waits for all of it."""
+    p = start_as(pid1, wrapped(SAVES_ON_SIGTERM_WITH_PID), tmp_path)
+    assert p.stdout.readline().strip() == "ready"
+    p.send_signal(signal.SIGTERM) if not pid1 else os.kill(launcher_pid(p), signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    saved = tmp_path / "checkpointed"
+    assert saved.is_file() and saved.read_text() == "saved", err
+    assert p.returncode == 143, err
+    assert pid1 or gone(int((tmp_path / "pid").read_text()))  # (a PID namespace's pid: it ended with its PID 1)
+
+
+@pytest.mark.parametrize("pid1", [False, AS_PID_1], ids=["process", "pid-1"])
+def test_a_wrapped_program_that_ignores_sigterm_is_killed_after_the_stop_grace(pid1, tmp_path):
+    p = start_as(pid1, wrapped(IGNORES_SIGTERM_WITH_PID), tmp_path, TF_CLUSTER_STOP_GRACE="1")
+    assert p.stdout.readline().strip() == "ready"
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM) if not pid1 else os.kill(launcher_pid(p), signal.SIGTERM)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 143, err
+    assert "ignored" in out and "killing" in err, err
+    assert 1 <= time.monotonic() - t0 < 10
+    assert pid1 or gone(int((tmp_path / "pid").read_text()))
+
+
+def test_what_a_finished_command_left_running_is_stopped_with_the_task(tmp_path):
+    """A command that exits while something it started runs on (a background process that holds
+    the task's output): the launcher stops it, as the container's end would, and does not wait
+    for it to end by itself."""
+    p = start(["sh", "-c", "sleep 600 & echo $! > pid; echo started"], tmp_path, TF_CLUSTER_STOP_GRACE="5")
+    t0 = time.monotonic()
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 0, err
+    assert "started" in out
+    assert time.monotonic() - t0 < 10
+    assert gone(int((tmp_path / "pid").read_text()))
+    assert "stopping what the command left running in its process group" in err, err
+
+
+def launcher_pid(p) -> int:
+    """The launcher's pid under `unshare --fork` (unshare's only child)."""
+    children = Path(f"/proc/{p.pid}/task/{p.pid}/children").read_text().split()
+    assert len(children) == 1
+    return int(children[0])
 
 
 def serve_until_the_leader_ends(tmp_path, poll: str):

@@ -432,12 +432,31 @@ def reap(task: Task, now: float) -> int | None:
 
 
 def signal_pod(task: Task, sig: int) -> None:
-    """Signal the pod's whole process tree (its session), as a node would."""
-    if task.proc is not None:
+    """Signal the pod as a node would: SIGTERM to its launcher alone (the kubelet's, to the
+    container's PID 1: the launcher forwards it to the command's process group), SIGKILL to every
+    process of its session (the pod's end: the launcher, the command's group, what it left)."""
+    if task.proc is None:
+        return
+    pids = session(task.proc.pid) if sig == signal.SIGKILL else [task.proc.pid]
+    for pid in pids:
         try:
-            os.killpg(task.proc.pid, sig)
+            os.kill(pid, sig)
         except ProcessLookupError:
             pass
+
+
+def session(sid: int) -> list[int]:
+    """The processes of session `sid` (a pod's: spawn starts each in a session of its own)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = Path(f"/proc/{entry}/stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[3]) == sid:  # state, ppid, pgrp, session
+                pids.append(int(entry))
+    return pids
 
 
 def delete(task: Task, now: float, grace: float) -> None:

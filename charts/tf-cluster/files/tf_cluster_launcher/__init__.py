@@ -15,9 +15,12 @@ Standard library only, so it runs in any image with Python 3.8+.
    Without the API (run-local, a Role that cannot watch pods) it waits on DNS alone. It logs
    the missing peers and why (no pod, not scheduled, no IP) every few seconds; gives up after
    TF_CLUSTER_PEER_TIMEOUT seconds (exit 4).
-2. Runs the command, forwarding SIGTERM/SIGINT to it (TF can checkpoint in the
-   pod's grace period); a child still running TF_CLUSTER_STOP_GRACE seconds later is
-   killed and the launcher exits 128+signal. (In multi-worker runs TensorFlow's
+2. Runs the command in a process group of its own, forwarding SIGTERM/SIGINT to the
+   whole group (so a program a shell started, `sh -c "cd /code && python train.py"`,
+   gets it too: TF can checkpoint in the pod's grace period), and waits for all of the
+   group; what still runs TF_CLUSTER_STOP_GRACE seconds later is killed and the launcher
+   exits 128+signal. What a command that exited left running in its group gets SIGTERM
+   and the same grace. (In multi-worker runs TensorFlow's
    coordination service catches SIGTERM, so without this a deleted pod trains on
    until the kubelet's SIGKILL and may even exit 0, as measured on a real node.)
    A signalled command that exits 0 did not finish either (it saved and left, as

@@ -1,19 +1,29 @@
-"""The child process: started with its output piped (or not), pumped to the launcher's own, stopped
-with a grace."""
+"""The child process: started with its output piped (or not) in a process group of its own, pumped to
+the launcher's own, stopped with a grace. A signal goes to the whole group and the task waits for all
+of it: a command wrapped in a shell (`sh -c "cd /code && python train.py"`, which dash and bash run as
+the shell's child) is the shell's child, and only the group reaches it."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import threading
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Any
 
 from .common import OUTPUT, log
 from .progress import Lines
 
 if TYPE_CHECKING:
     from .metrics import Metrics
+
+
+# the child's own process group (its id: the child's pid), in the launcher's session: where a pod has
+# no PID namespace of its own (run-local) the session is the pod's every process. (Python 3.11's
+# process_group; before it, setpgrp in the forked child)
+OWN_GROUP: dict[str, Any] = {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
 
 
 def write_all(fd: int, data: bytes) -> bool:
@@ -47,8 +57,8 @@ def pump(source: int, fd: int, lines: Lines) -> None:
 def start_child(argv: list[str], metrics: Metrics | None) -> tuple[subprocess.Popen[bytes], list[threading.Thread]]:
     """The child process and, with `metrics`, the threads that pump its piped stdout and stderr."""
     if metrics is None:
-        return subprocess.Popen(argv), []
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return subprocess.Popen(argv, **OWN_GROUP), []
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **OWN_GROUP)
     pumps: list[threading.Thread] = []
     for pipe, fd in ((proc.stdout, 1), (proc.stderr, 2)):
         # Popen gives a pipe for stdout=PIPE, stderr=PIPE: never None here
@@ -58,13 +68,81 @@ def start_child(argv: list[str], metrics: Metrics | None) -> tuple[subprocess.Po
     return proc, pumps
 
 
+SIGNALLED: set[int] = set()  # the process groups signal_group has signalled
+
+
+def signal_group(proc: subprocess.Popen[bytes], signum: int) -> bool:
+    """Send `signum` to the child's process group; False when no process of it is left."""
+    SIGNALLED.add(proc.pid)
+    try:
+        os.killpg(proc.pid, signum)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # a member became another user's (setuid): the child itself still gets it
+        if proc.poll() is None:
+            proc.send_signal(signum)
+    return True
+
+
+def group_left(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether a process of the child's group still runs once the child itself has been reaped: one
+    it left behind. As the container's PID 1 the launcher inherits those whose parent ended, so it
+    reaps those that ended first (a zombie is still in its group)."""
+    while True:
+        try:
+            pid, _ = os.waitpid(-proc.pid, os.WNOHANG)
+        except ChildProcessError:  # none of the group is our child
+            break
+        if pid == 0:
+            break
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
+
+
+def wait_for_group(proc: subprocess.Popen[bytes], until: float) -> bool:
+    """Wait (until the monotonic time `until`) for the processes the child left in its group to end;
+    whether any still runs then."""
+    while group_left(proc):
+        if time.monotonic() >= until:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+def end_group(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """The child has exited: what it left in its group gets SIGTERM (unless the group was signalled
+    already: that signal's grace runs) and `grace` seconds, then SIGKILL. A process
+    that runs on in the background of a command that ended would die with the container anyway: here
+    it has its grace, and outside a container (run-local) it does not outlive the task."""
+    if not group_left(proc):
+        return
+    if proc.pid not in SIGNALLED:
+        log("stopping what the command left running in its process group (SIGTERM, then SIGKILL after %ss)" % grace)
+        signal_group(proc, signal.SIGTERM)
+    if wait_for_group(proc, time.monotonic() + grace):
+        log("the command's process group still runs %ss after SIGTERM; killing it" % grace)
+        signal_group(proc, signal.SIGKILL)
+        wait_for_group(proc, time.monotonic() + 5)
+
+
 def stop_child(proc: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM to the child's group; SIGKILL to it when the child, or a process of its group, still
+    runs `grace` seconds later. (A child that exited already may have left processes: the task's
+    end_group stops them.)"""
     if proc.poll() is not None:
         return
-    proc.send_signal(signal.SIGTERM)
+    signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + grace
     try:
         proc.wait(grace)
     except subprocess.TimeoutExpired:
-        log("child still running %ss after SIGTERM; killing it" % grace)
-        proc.kill()
+        pass
+    if proc.poll() is None or wait_for_group(proc, deadline):
+        log("the command still runs %ss after SIGTERM; killing its process group" % grace)
+        signal_group(proc, signal.SIGKILL)
         proc.wait()

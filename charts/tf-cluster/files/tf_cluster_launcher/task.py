@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from .agent import LEADER, PEER_LOST, PEERS, STOP, agent_file, read_told
-from .child import start_child, stop_child
+from .child import end_group, group_left, signal_group, start_child, stop_child
 from .common import (
     ABANDONED,
     EXIT_CONFIG,
@@ -71,19 +71,23 @@ def run(argv: list[str]) -> int:
 
     def kill_if_running(signum: int) -> None:
         proc = task["proc"]
-        if proc.poll() is None:
+        if proc.poll() is None:  # (reaped once it exited: group_left may then reap the rest)
             log(
                 "child still running %ss after signal %d (TensorFlow catches SIGTERM in multi-worker "
-                "runs); killing it" % (grace, signum)
+                "runs); killing it and its process group" % (grace, signum)
             )
-            outcome["killed"] = True
-            proc.kill()
+        elif group_left(proc):
+            log("the command's process group still runs %ss after signal %d; killing it" % (grace, signum))
+        else:
+            return
+        outcome["killed"] = True
+        signal_group(proc, signal.SIGKILL)
 
     def forward(signum: int) -> None:
         proc = task["proc"]
-        log("got signal %d; forwarding to the child (it has %ss to exit)" % (signum, grace))
+        log("got signal %d; forwarding to the command's process group (it has %ss to exit)" % (signum, grace))
         if proc.poll() is None:
-            proc.send_signal(signum)
+            signal_group(proc, signum)
             if "timer" not in outcome:  # TF's coordination service catches SIGTERM and trains on: bound it
                 outcome["timer"] = threading.Timer(grace, kill_if_running, args=(signum,))
                 outcome["timer"].daemon = True
@@ -325,6 +329,7 @@ class TaskRun:
             kwargs = {"on_moved": self.on_peer_moved}
             threading.Thread(target=watch_incarnation, daemon=True, args=args, kwargs=kwargs).start()
         rc = proc.wait()
+        end_group(proc, self.grace)  # a wrapped command's program may still be saving: wait for it
         self.stop_event.set()
         echo.join(5)
         deadline = time.monotonic() + 5  # the child's last output; a process it left behind may hold the pipes
