@@ -9,7 +9,8 @@ their collectives wait on a machine that vanished (no reset, no error), and the 
 replacement waits for them to register with its new service: the run hangs (measured on the
 harness's three nodes: 850 s without a step, issue 43). The leader's per-task name (headless
 Service, publishNotReadyAddresses) then names the replacement's pod, at a new address: that is
-the sign, read with one DNS lookup every EVERY seconds and no API request.
+the sign, read with one DNS lookup every EVERY seconds and no API request (one query: of the
+family the first answer had, on a single-stack cluster).
 
 Only a task whose program holds a connection to the old incarnation restarts (held_by_this_pod):
 the vanished machine never closes it (measured, issue 43), while a task started as the old
@@ -61,13 +62,34 @@ def hosts_to_watch(tf_config: str, strategy: str, role: str, index: int) -> list
     return [host_of(cluster[leading][0])]
 
 
-def addresses(host: str) -> frozenset[str]:
-    """The addresses `host` resolves to now; empty while it does not (the leader's pod is gone and
-    its replacement not yet placed)."""
+def addresses(host: str, family: int = socket.AF_UNSPEC) -> frozenset[str]:
+    """The addresses `host` resolves to now (of `family`: AF_UNSPEC asks for A and AAAA, AF_INET
+    for A alone); empty while it does not (the leader's pod is gone and its replacement not yet
+    placed)."""
     try:
-        return frozenset(str(info[4][0]) for info in socket.getaddrinfo(host, None, proto=socket.IPPROTO_TCP))
+        infos = socket.getaddrinfo(host, None, family, proto=socket.IPPROTO_TCP)
+        return frozenset(str(info[4][0]) for info in infos)
     except (socket.gaierror, UnicodeError, OSError):
         return frozenset()
+
+
+def one_family_resolver(look: Callable[[str, int], frozenset[str]] | None = None) -> Callable[[str], frozenset[str]]:
+    """A resolver that asks for both families until its first answer, then for that answer's family
+    alone when it held one (a single-stack cluster: one DNS query a look, not an A and an AAAA)."""
+    family = [socket.AF_UNSPEC]
+    ask = look or addresses
+
+    def resolve(host: str) -> frozenset[str]:
+        found = ask(host, family[0])
+        if found and family[0] == socket.AF_UNSPEC:
+            versions = {ipaddress.ip_address(a.split("%")[0]).version for a in found}
+            if versions == {4}:
+                family[0] = socket.AF_INET
+            elif versions == {6}:
+                family[0] = socket.AF_INET6
+        return found
+
+    return resolve
 
 
 ESTABLISHED = "01"  # the state column of /proc/net/tcp{,6} (include/net/tcp_states.h)
@@ -125,7 +147,7 @@ def watch_incarnation(
     resolving changes nothing (the leader finished, or is being replaced): only a new address is a
     new incarnation. A new address the program never reached the old one of (it started as the
     old one ended) is the new baseline: `on_moved(host, old, new)` says so, and the watch goes on."""
-    resolve = resolve or addresses
+    resolve = resolve or one_family_resolver()
     attached = attached or held_by_this_pod
     first = resolve(host)
     while not stop.wait(every):
