@@ -233,11 +233,15 @@ def test_a_signal_reaches_a_program_its_shell_started_and_the_task_waits_for_its
     The launcher signals the command's whole process group and waits for all of it."""
     p = start_as(pid1, wrapped(SAVES_ON_SIGTERM_WITH_PID), tmp_path)
     assert p.stdout.readline().strip() == "ready"
+    t0 = time.monotonic()
     p.send_signal(signal.SIGTERM) if not pid1 else os.kill(launcher_pid(p), signal.SIGTERM)
     _, err = p.communicate(timeout=30)
     saved = tmp_path / "checkpointed"
     assert saved.is_file() and saved.read_text() == "saved", err
     assert p.returncode == 143, err
+    # it ended once the program had saved (0.5 s), not at the grace's end (20 s): as PID 1 the
+    # launcher inherits the program when the shell dies, and reaps it
+    assert time.monotonic() - t0 < 5 and "killing" not in err, err
     assert pid1 or gone(int((tmp_path / "pid").read_text()))  # (a PID namespace's pid: it ended with its PID 1)
 
 
@@ -254,18 +258,37 @@ def test_a_wrapped_program_that_ignores_sigterm_is_killed_after_the_stop_grace(p
     assert pid1 or gone(int((tmp_path / "pid").read_text()))
 
 
-def test_what_a_finished_command_left_running_is_stopped_with_the_task(tmp_path):
+@pytest.mark.parametrize("pid1", [False, AS_PID_1], ids=["process", "pid-1"])
+@pytest.mark.parametrize("ignores", [False, True], ids=["stops", "ignores-sigterm"])
+def test_what_a_finished_command_left_running_is_stopped_with_the_task(pid1, ignores, tmp_path):
     """A command that exits while something it started runs on (a background process that holds
-    the task's output): the launcher stops it, as the container's end would, and does not wait
-    for it to end by itself."""
-    p = start(["sh", "-c", "sleep 600 & echo $! > pid; echo started"], tmp_path, TF_CLUSTER_STOP_GRACE="5")
+    the task's output): the launcher stops it, as the container's end would (SIGTERM, SIGKILL
+    after the grace), and does not wait for it to end by itself; the command's exit code stands."""
+    leftover = "(trap '' TERM; exec sleep 600)" if ignores else "sleep 600"
+    p = start_as(
+        pid1, ["sh", "-c", f"{leftover} & echo $! > pid; echo started; exit 3"], tmp_path, TF_CLUSTER_STOP_GRACE="1"
+    )
     t0 = time.monotonic()
     out, err = p.communicate(timeout=30)
-    assert p.returncode == 0, err
+    assert p.returncode == 3, err
     assert "started" in out
-    assert time.monotonic() - t0 < 10
-    assert gone(int((tmp_path / "pid").read_text()))
     assert "stopping what the command left running in its process group" in err, err
+    assert ("still runs 1.0s after SIGTERM; killing it" in err) == ignores, err
+    assert time.monotonic() - t0 < 5
+    assert pid1 or gone(int((tmp_path / "pid").read_text()))
+
+
+def test_a_signal_after_the_command_exited_leaves_its_exit_code_alone(tmp_path):
+    """SIGTERM (the pod's deletion) while the launcher stops what a finished command left: the
+    command's own exit code stands (it finished), and the signal goes to what is left."""
+    p = start(["sh", "-c", "(trap '' TERM; exec sleep 600) & echo started"], tmp_path, TF_CLUSTER_STOP_GRACE="3")
+    assert p.stdout.readline().strip() == "started"
+    time.sleep(1.5)  # the command has exited; its leftover ignores the SIGTERM the launcher sent it
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert "got signal 15 after the command exited" in err, err
+    assert p.returncode == 0, err
+    assert "command exited with 0" in err, err
 
 
 def launcher_pid(p) -> int:
@@ -732,8 +755,9 @@ def test_a_new_address_of_the_leaders_name_is_a_new_incarnation_and_a_missing_on
         ([["10.0.0.5"], ["10.0.0.5"], ["10.0.0.6"]], ["unspec", "inet", "inet"]),
         ([[], ["fd00::5"], ["fd00::5"]], ["unspec", "unspec", "inet6"]),
         ([["10.0.0.5", "fd00::5"], ["10.0.0.5", "fd00::5"]], ["unspec", "unspec"]),
+        ([["10.0.0.5"], [], [], [], ["fd00::5"], ["fd00::5"]], ["unspec", "inet", "inet", "inet", "unspec", "inet6"]),
     ],
-    ids=["ipv4", "ipv6-after-no-answer", "dual-stack"],
+    ids=["ipv4", "ipv6-after-no-answer", "dual-stack", "both-again-after-3-empty"],
 )
 def test_the_leaders_name_is_asked_for_one_family_once_its_first_answer_shows_it(answers, families):
     """Every chief and worker but the leader looks the leader's name up every 10 s: A and AAAA
@@ -752,6 +776,24 @@ def test_the_leaders_name_is_asked_for_one_family_once_its_first_answer_shows_it
     for want in answers:
         assert resolve("tf-chief-0.tf") == frozenset(want)
     assert asked == families
+
+
+def test_the_incarnation_watch_asks_for_one_family_by_default(monkeypatch):
+    import socket
+
+    asked: list[int] = []
+
+    def addresses(host: str, family: int = socket.AF_UNSPEC) -> frozenset[str]:
+        asked.append(family)
+        return frozenset({"10.0.0.5"})
+
+    monkeypatch.setattr(launcher_incarnation, "addresses", addresses)
+    stop = threading.Event()
+    threading.Timer(0.5, stop.set).start()
+    launcher_incarnation.watch_incarnation(
+        "tf-chief-0.tf", stop, lambda *a: None, every=0.05, attached=lambda old: True
+    )
+    assert len(asked) >= 3 and asked[0] == socket.AF_UNSPEC and set(asked[1:]) == {socket.AF_INET}, asked
 
 
 def test_a_task_that_never_reached_the_old_leader_takes_the_new_one_as_its_baseline():

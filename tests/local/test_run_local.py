@@ -95,7 +95,7 @@ def test_killing_a_parameter_server_worker_mid_run_still_completes(tmp_path):
 
 
 def mwms_with_worker_1_signalled(tmp_path: Path, sig: int, at_epoch: int, epochs: int, steps: int) -> LocalRunner:
-    """The MWMS example run to its end, worker 1 sent `sig` once (its whole process tree, as
+    """The MWMS example run to its end, worker 1 sent `sig` once (as a node would, as
     LocalCluster.kill does) when it reports epoch `at_epoch`. Both workers share the backup volume,
     as a pvc would in a cluster."""
     signalled = threading.Event()

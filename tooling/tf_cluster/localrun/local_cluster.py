@@ -158,7 +158,7 @@ class LocalCluster:
                 task.state = "running" if task.alive else SHOWN_STATE.get(ix.phase, "failed")
 
     def kill(self, role: str, index: int, sig: int = signal.SIGKILL) -> None:
-        """Signal a pod's whole process tree, as a node would (SIGKILL: on pod deletion)."""
+        """Signal a pod as a node would (processes.signal_pod: SIGTERM to its launcher, SIGKILL to all of it)."""
         for task in self.tasks():
             if task.pod.role == role and task.pod.index == index:
                 processes.signal_pod(task, sig)

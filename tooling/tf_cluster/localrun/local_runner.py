@@ -63,7 +63,7 @@ class LocalRunner(Runner):
         self.cluster.shutdown()
 
     def kill(self, role: str, index: int, sig: int) -> None:
-        """Kill one pod's process tree, as a node does on pod deletion."""
+        """Signal one pod as a node would (processes.signal_pod)."""
         self.cluster.kill(role, index, sig)
 
 

@@ -432,31 +432,36 @@ def reap(task: Task, now: float) -> int | None:
 
 
 def signal_pod(task: Task, sig: int) -> None:
-    """Signal the pod as a node would: SIGTERM to its launcher alone (the kubelet's, to the
-    container's PID 1: the launcher forwards it to the command's process group), SIGKILL to every
-    process of its session (the pod's end: the launcher, the command's group, what it left)."""
+    """Signal the pod as a node would: SIGTERM or SIGINT to its launcher alone (the kubelet's, to
+    the container's PID 1: the launcher forwards it to the command's process group), any other
+    signal (SIGKILL on the pod's end, SIGSTOP, ...) to every process of its session: the launcher,
+    the command's group, what it left."""
     if task.proc is None:
         return
-    pids = session(task.proc.pid) if sig == signal.SIGKILL else [task.proc.pid]
-    for pid in pids:
+    if sig in (signal.SIGTERM, signal.SIGINT):
+        targets = [task.proc.pid]
+    else:
+        targets = [-group for group in session_groups(task.proc.pid)]  # os.kill(-g) signals group g
+    for target in targets:
         try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
+            os.kill(target, sig)
+        except (ProcessLookupError, PermissionError):
             pass
 
 
-def session(sid: int) -> list[int]:
-    """The processes of session `sid` (a pod's: spawn starts each in a session of its own)."""
-    pids = []
+def session_groups(sid: int) -> set[int]:
+    """The process groups of session `sid` (a pod's: spawn starts each in a session of its own)."""
+    groups = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
                 stat = Path(f"/proc/{entry}/stat").read_text()
             except OSError:
                 continue
-            if int(stat.rsplit(")", 1)[1].split()[3]) == sid:  # state, ppid, pgrp, session
-                pids.append(int(entry))
-    return pids
+            fields = stat.rsplit(")", 1)[1].split()  # state, ppid, pgrp, session, ...
+            if int(fields[3]) == sid:
+                groups.add(int(fields[2]))
+    return groups
 
 
 def delete(task: Task, now: float, grace: float) -> None:

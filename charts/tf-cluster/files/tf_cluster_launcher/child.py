@@ -1,7 +1,10 @@
 """The child process: started with its output piped (or not) in a process group of its own, pumped to
 the launcher's own, stopped with a grace. A signal goes to the whole group and the task waits for all
 of it: a command wrapped in a shell (`sh -c "cd /code && python train.py"`, which dash and bash run as
-the shell's child) is the shell's child, and only the group reaches it."""
+the shell's child) is the shell's child, and only the group reaches it. As dumb-init's default does:
+so the command's first process leads its group and cannot start a session of its own (util-linux
+`setsid` then forks and exits 0 at once: the task would end there), and a wrapper that forwards
+signals itself makes its children get them twice."""
 
 from __future__ import annotations
 
@@ -54,8 +57,26 @@ def pump(source: int, fd: int, lines: Lines) -> None:
     lines.feed(b"", final=True)
 
 
+def become_subreaper() -> None:
+    """Outside a container (run-local, tests) the launcher is not PID 1: made a child subreaper
+    (Linux 3.4+), it still inherits what the command's processes leave when their parent ends, so
+    it reaps them (group_left), and a zombie nobody reaps never counts as a process still running."""
+    if os.getpid() == 1:
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: orphans go to init, which reaps them
+        pass
+
+
+PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h
+
+
 def start_child(argv: list[str], metrics: Metrics | None) -> tuple[subprocess.Popen[bytes], list[threading.Thread]]:
     """The child process and, with `metrics`, the threads that pump its piped stdout and stderr."""
+    become_subreaper()
     if metrics is None:
         return subprocess.Popen(argv, **OWN_GROUP), []
     proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **OWN_GROUP)
@@ -78,9 +99,9 @@ def signal_group(proc: subprocess.Popen[bytes], signum: int) -> bool:
         os.killpg(proc.pid, signum)
     except ProcessLookupError:
         return False
-    except PermissionError:  # a member became another user's (setuid): the child itself still gets it
-        if proc.poll() is None:
-            proc.send_signal(signum)
+    except PermissionError:  # only processes of another user are left (setuid): none to signal
+        log("the command's process group holds only processes this user may not signal (setuid)")
+        return False
     return True
 
 
@@ -97,10 +118,8 @@ def group_left(proc: subprocess.Popen[bytes]) -> bool:
             break
     try:
         os.killpg(proc.pid, 0)
-    except ProcessLookupError:
+    except (ProcessLookupError, PermissionError):  # none left, or none this user can signal or wait for
         return False
-    except PermissionError:
-        pass
     return True
 
 

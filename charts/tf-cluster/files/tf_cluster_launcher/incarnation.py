@@ -75,12 +75,16 @@ def addresses(host: str, family: int = socket.AF_UNSPEC) -> frozenset[str]:
 
 def one_family_resolver(look: Callable[[str, int], frozenset[str]] | None = None) -> Callable[[str], frozenset[str]]:
     """A resolver that asks for both families until its first answer, then for that answer's family
-    alone when it held one (a single-stack cluster: one DNS query a look, not an A and an AAAA)."""
-    family = [socket.AF_UNSPEC]
+    alone when it held one (a single-stack cluster: one DNS query a look, not an A and an AAAA), and
+    for both again after three empty answers in a row."""
+    family, empty = [socket.AF_UNSPEC], [0]
     ask = look or addresses
 
     def resolve(host: str) -> frozenset[str]:
         found = ask(host, family[0])
+        empty[0] = 0 if found else empty[0] + 1
+        if empty[0] >= 3:  # its family may be gone (or the first answer lacked the other): ask for both
+            family[0] = socket.AF_UNSPEC
         if found and family[0] == socket.AF_UNSPEC:
             versions = {ipaddress.ip_address(a.split("%")[0]).version for a in found}
             if versions == {4}:

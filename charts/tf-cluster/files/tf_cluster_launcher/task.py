@@ -97,6 +97,11 @@ def run(argv: list[str]) -> int:
         """Installed first: the launcher is the container's PID 1, and the kernel ignores a signal
         PID 1 left at its default action, so without this a pod deleted while it waits for its peers
         would wait for the kubelet's SIGKILL."""
+        proc = task["proc"]
+        if proc is not None and proc.returncode is not None:  # the command is over: its exit code stands
+            log("got signal %d after the command exited; stopping what it left in its process group" % signum)
+            signal_group(proc, signum)
+            return
         outcome.setdefault("signal", signum)
         if task["proc"] is not None:
             forward(signum)
