@@ -73,6 +73,35 @@ def test_ganged_server_roles_end_with_the_run_so_a_late_replacement_cannot_hang_
     assert all("successPolicy" not in j["spec"] for j in kind(render((MWMS,), major=major), "Job"))  # workers lead
 
 
+@pytest.mark.parametrize("major", HELM_VERSIONS)
+@pytest.mark.parametrize(
+    "sets", [(), ("nodeLoss.fence=false", "nodeLoss.selfFenceSeconds=0")], ids=["default", "no-fence"]
+)
+def test_each_gang_task_has_an_agent_that_may_lower_its_podgroup_and_nothing_more(major, sets):
+    """A task replaced once another task of the gang finished could never be placed (a finished pod
+    no longer counts toward minCount): the agent of a finished task lowers minCount to 1
+    (files/tf_cluster_launcher/gang.py). So every gang pod has the agent, told the group's name,
+    and the Role may patch that one PodGroup (and list pods: the agent reads its own's status),
+    with or without the fence; the evaluator, outside the gang, is told nothing."""
+    docs = render((PS_EVAL,), sets, major=major)
+    (group,) = kind(docs, "PodGroup", "scheduling.k8s.io/")
+    name = group["metadata"]["name"]
+    for role, template in pod_specs(docs).items():
+        agent = [c for c in template["spec"].get("initContainers", []) if c["name"] == "tf-cluster-agent"]
+        told = [e["value"] for c in agent for e in c.get("env", []) if e["name"] == "TF_CLUSTER_POD_GROUP"]
+        assert told == ([] if role == "evaluator" else [name]), role
+        training = [c for c in template["spec"]["containers"] if c["name"] == "tensorflow"]
+        assert all("TF_CLUSTER_POD_GROUP" not in str(c.get("env")) for c in training)
+    (role,) = kind(docs, "Role")
+    rules = [r for r in role["rules"] if r["apiGroups"] == ["scheduling.k8s.io"]]
+    assert rules == [
+        {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "resourceNames": [name], "verbs": ["patch"]}
+    ]
+    assert any(r["resources"] == ["pods"] and "list" in r["verbs"] for r in role["rules"])
+    no_gang = render((PS_EVAL,), sets, api=False, major=major)
+    assert "podgroups" not in str(kind(no_gang, "Role")) and "TF_CLUSTER_POD_GROUP" not in str(kind(no_gang, "Job"))
+
+
 def test_the_gang_validates_against_the_kubernetes_1_37_schemas():
     text = helm.Helm("4").template("rel", helm.Values.of([PS_EVAL]), api_versions=[GANG_API])
     assert schemas.validate_docs(helm.parse(text), ("1.37",)) == []

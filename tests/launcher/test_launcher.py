@@ -21,6 +21,7 @@ sys.path.insert(0, str(LAUNCHER.parent))
 import tf_cluster_launcher.common as launcher_common  # noqa: E402
 import tf_cluster_launcher.dns as launcher_dns  # noqa: E402
 import tf_cluster_launcher.fencing as launcher_fencing  # noqa: E402
+import tf_cluster_launcher.gang as launcher_gang  # noqa: E402
 import tf_cluster_launcher.incarnation as launcher_incarnation  # noqa: E402
 import tf_cluster_launcher.informer as launcher_informer  # noqa: E402
 import tf_cluster_launcher.kubeapi as launcher_kubeapi  # noqa: E402
@@ -1171,3 +1172,72 @@ def test_the_self_fence_stops_the_program_and_the_task_exits_6(tmp_path):
     p = start([sys.executable, "-c", "print('training')"], tmp_path, **env)
     out, err = p.communicate(timeout=30)
     assert p.returncode == 6 and "training" not in out and "not starting (exit 6)" in err, err
+
+
+def pod_with_training(state: dict | None) -> dict:
+    statuses = [{"name": "tf-cluster-agent", "state": {"running": {}}}]
+    if state is not None:
+        statuses.append({"name": "tensorflow", "state": state})
+    return {"items": [{"status": {"containerStatuses": statuses}}]}
+
+
+@pytest.mark.parametrize(
+    "states,patched",
+    [
+        ([{"terminated": {"exitCode": 0}}], True),
+        ([{"running": {}}, {"running": {}}, {"terminated": {"exitCode": 0}}], True),  # the kubelet's report came late
+        ([{"terminated": {"exitCode": 143}}], False),  # stopped (evicted, deleted): the gang keeps its size
+        ([{"running": {}}] * 50, False),  # never reported within the wait
+    ],
+    ids=["finished", "reported-late", "signalled", "no-report"],
+)
+def test_a_finished_tasks_agent_lowers_the_gangs_min_count_to_one(states, patched, monkeypatch, capfd):
+    """A task replaced once another task of the run finished could never be placed: a finished pod
+    counts no more toward the PodGroup's minCount. The agent of a task whose program exited 0
+    lowers it to 1 as the kubelet stops it; one that was stopped (143) or whose status never says
+    leaves the gang whole (a run preempted whole must start again whole)."""
+    calls, given = [], iter(states)
+    monkeypatch.setenv("TF_CLUSTER_POD_GROUP", "r-tf-cluster-abc123")
+    monkeypatch.setenv("TF_CLUSTER_NAMESPACE", "ml")
+    monkeypatch.setenv("TF_CLUSTER_POD_NAME", "r-tf-cluster-chief-abc123-0-xyz")
+
+    def api(path, method="GET", body=None, content_type=None):
+        calls.append((method, path, body))
+        return pod_with_training(next(given, {"running": {}})) if method == "GET" else {}
+
+    monkeypatch.setattr(launcher_gang, "api", api)
+    monkeypatch.setattr(launcher_gang.time, "sleep", lambda s: None)
+    monkeypatch.setattr(
+        launcher_gang,
+        "program_exit_code",
+        lambda ns, pod, wait=0.5, every=0.0, f=launcher_gang.program_exit_code: f(ns, pod, wait, every),
+    )
+    monkeypatch.setattr(launcher_gang.EVENTS, "record", lambda *a, **k: calls.append(("EVENT", a[0], None)))
+    launcher_gang.relax_once_finished()
+    gets = [c for c in calls if c[0] == "GET"]
+    assert gets and all(
+        c[1] == "/api/v1/namespaces/ml/pods?fieldSelector=metadata.name%3Dr-tf-cluster-chief-abc123-0-xyz" for c in gets
+    )
+    patches = [c for c in calls if c[0] == "PATCH"]
+    want = [
+        (
+            "PATCH",
+            "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups/r-tf-cluster-abc123",
+            {"spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}},
+        )
+    ]
+    assert patches == (want if patched else [])
+    assert (("EVENT", "GangRelaxed", None) in calls) == patched
+    assert ("minCount is now 1" in capfd.readouterr().err) == patched
+
+
+def test_an_agent_the_role_lets_not_lower_the_gang_says_what_to_grant(monkeypatch, capfd):
+    import io
+    import urllib.error
+
+    def refuse(path, method="GET", body=None, content_type=None):
+        raise urllib.error.HTTPError(path, 403, "Forbidden", {}, io.BytesIO(b""))
+
+    monkeypatch.setattr(launcher_gang, "api", refuse)
+    assert launcher_gang.relax("ml", "r-tf-cluster-abc123") is False
+    assert "cannot lower r-tf-cluster-abc123's minCount (HTTP 403)" in capfd.readouterr().err

@@ -34,6 +34,10 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- $env = append $env (dict "name" "TF_CLUSTER_AGENT_DIR" "value" "/opt/tf-cluster/agent") -}}
 {{- end -}}
 {{- $program := not .chartOnly -}}{{- /* the agent sidecar runs no program: no exit-code rule, no exporter, no threads */ -}}
+{{- if and .chartOnly (include "tf-cluster.relaxesGang" $r) -}}
+{{- /* the gang the agent lowers to 1 once its task finished (files/tf_cluster_launcher/gang.py) */ -}}
+{{- $env = append $env (dict "name" "TF_CLUSTER_POD_GROUP" "value" (include "tf-cluster.podGroupName" $ctx)) -}}
+{{- end -}}
 {{- if $program -}}
 {{- $env = append $env (dict "name" "TF_CLUSTER_RESTARTS" "value" (ternary "true" "false" (eq (include "tf-cluster.restartsUncounted" $r) "true"))) -}}
 {{- end -}}

@@ -247,7 +247,7 @@ spec:
      then the tf-cluster-agent sidecar does that work, with the token.
      Usage: include "tf-cluster.hasAgent" (dict "context" $ "role" "worker") */}}
 {{- define "tf-cluster.hasAgent" -}}
-{{- if or (include "tf-cluster.stopsWithLeader" .) (include "tf-cluster.fences" .context) (include "tf-cluster.watchesPeers" .context) -}}true{{- end -}}
+{{- if or (include "tf-cluster.stopsWithLeader" .) (include "tf-cluster.fences" .context) (include "tf-cluster.watchesPeers" .context) (include "tf-cluster.relaxesGang" .) -}}true{{- end -}}
 {{- end -}}
 
 {{/* The tf-cluster-agent container: a native sidecar (Kubernetes 1.29+: `restartPolicy: Always`

@@ -60,6 +60,21 @@ single
 {{- end -}}
 {{- end -}}
 
+{{/* "true" when the role's pods are in Kubernetes' own gang (a PodGroup of
+     scheduling.k8s.io/v1beta1): a finished task's agent lowers the gang's minCount to 1, so that a
+     task replaced once another has finished is placed at all (files/tf_cluster_launcher/gang.py).
+     Usage: include "tf-cluster.relaxesGang" (dict "context" $ "role" "worker") */}}
+{{- define "tf-cluster.relaxesGang" -}}
+{{- if and (eq (include "tf-cluster.gang" .context) "native") (include "tf-cluster.inGang" .) .context.Values.rbac.create -}}true{{- end -}}
+{{- end -}}
+
+{{/* "true" when some role relaxes the gang (the Role then may patch the run's PodGroup). */}}
+{{- define "tf-cluster.anyRelaxesGang" -}}
+{{- range $role := list "chief" "worker" "ps" -}}
+{{- if include "tf-cluster.relaxesGang" (dict "context" $ "role" $role) -}}true{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* The scheduler a gang pod uses when its role names none: the gang scheduler's. */}}
 {{- define "tf-cluster.gangSchedulerName" -}}
 {{- $gang := include "tf-cluster.gang" . -}}

@@ -128,6 +128,7 @@ class App:
                 "source": {**source, "helm": {"releaseName": "train", "valuesObject": values}},
                 "destination": {"server": "https://kubernetes.default.svc", "namespace": ns},
                 "syncPolicy": example["spec"]["syncPolicy"],  # the documented one: automated prune + selfHeal
+                "ignoreDifferences": example["spec"]["ignoreDifferences"],  # the gang's lowered minCount
             },
         }
         self.co.create_namespaced_custom_object(GROUP, VERSION, ARGO_NS, PLURAL, body)
@@ -236,6 +237,8 @@ def app_factory(api, ns, chart_repo):
 def test_argocd_runs_a_training_to_healthy_and_never_re_runs_it(app_factory, api, ns):
     """Created -> Synced + Progressing -> Healthy; then >= 10 reconciliations with one sync and
     one Job creation; then a serviceAccount change after the run is a new run, not a sync error."""
+    from kubernetes import client
+
     app = app_factory(training(3, 20))
     st = app.wait(
         "Synced and Healthy after its first sync",
@@ -265,6 +268,10 @@ def test_argocd_runs_a_training_to_healthy_and_never_re_runs_it(app_factory, api
         f"{syncs} sync operation(s), {len(jobs_seen)} Job(s) ever created"
     )
     assert syncs == 1 and len(jobs_seen) == 1 == len(first_jobs)
+    # Synced through it although the finished workers' agents lowered the gang's minCount: the
+    # example's ignoreDifferences (without it, self-heal would set the gang whole again)
+    (group,) = client.SchedulingV1beta1Api(api).list_namespaced_pod_group(ns).items
+    assert group.spec.scheduling_policy.gang.min_count == 1
 
     # serviceAccount change on a finished run: the pods change, so a new run; old Jobs pruned.
     app.set_values(training(3, 20, serviceAccount={"create": True, "name": "trainer"}), "serviceAccount.name=trainer")

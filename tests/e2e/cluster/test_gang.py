@@ -6,9 +6,12 @@ and sizes a blocker release to leave room for one gang pod but not for two."""
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 import yaml
@@ -135,6 +138,17 @@ def test_a_gang_that_does_not_fit_starts_no_pod_then_starts_whole(api, ns):
     times = sorted(started_at(p) for p in pods_of(api, ns, "whole-tf-cluster-worker"))
     say(f"the gang's 2 workers were placed {times[-1] - times[0]:.1f}s apart")
     assert times[-1] - times[0] <= 5
+    # Finished, the gang can no longer form whole: a finished task's agent lowered minCount to 1, so
+    # that a task replaced now would be placed (test_a_task_replaced_after_another_finished_...)
+    group = client.SchedulingV1beta1Api(api).read_namespaced_pod_group(group.metadata.name, ns)
+    assert group.spec.scheduling_policy.gang.min_count == 1
+    events = client.CoreV1Api(api).list_namespaced_event(ns).items
+    relaxed = {e.involved_object.name for e in events if e.reason == "GangRelaxed"}
+    assert relaxed and relaxed <= {p.metadata.name for p in pods_of(api, ns, "whole-tf-cluster-worker")}, relaxed
+    # an upgrade that keeps the run keeps it (the chart reads the live PodGroup)
+    install(ns, "whole", EX / "mwms-cpu.yaml", sets=(*QUICK, *sized(TASK_CPU)), verb="upgrade")
+    group = client.SchedulingV1beta1Api(api).read_namespaced_pod_group(group.metadata.name, ns)
+    assert group.spec.scheduling_policy.gang.min_count == 1, "helm upgrade of the same run set the gang whole again"
 
 
 @pytest.mark.extended  # CI keeps the gang that starts whole once it fits (the faults took CI's minutes)
@@ -160,6 +174,84 @@ def test_two_gangs_that_do_not_fit_together_run_one_after_the_other(api, ns):
 
 def finished(api, ns, release: str) -> list:
     return [p for p in pods_of(api, ns, f"{release}-tf-cluster-worker") if p.status.phase in ("Succeeded", "Failed")]
+
+
+def agent_pids(pod: str) -> list[int]:
+    """The host pids of `pod`'s tf-cluster-agent (the node's containers are this machine's processes)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+            if b"--agent" not in cmdline:
+                continue
+            environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"TF_CLUSTER_POD_NAME={pod}".encode() in environ:
+            pids.append(int(entry))
+    return pids
+
+
+@pytest.mark.extended  # CI keeps the gang lowered once a run finished (test_a_gang_that_does_not_fit_...)
+def test_a_task_replaced_after_another_finished_is_placed_and_ends_with_the_run(api, ns):
+    """A finished pod counts no more toward the PodGroup's minCount: a ps replaced after the chief
+    completed could never be placed, and its Job (and the release) waited forever. The chief's
+    agent lowers minCount to 1 as its pod stops. Here the ps cannot learn the run's end (its agent
+    frozen, as if its node had been cut off), is deleted once the chief is done, and its
+    replacement is placed, reads that the run is over and exits 0: every Job completes."""
+    from kubernetes import client
+
+    core = client.CoreV1Api(api)
+    install(ns, "late", EX / "parameter-server.yaml", sets=("env[0].name=EPOCHS", "env[0].value=2"))
+    (group,) = client.SchedulingV1beta1Api(api).list_namespaced_pod_group(ns).items
+    assert group.spec.scheduling_policy.gang.min_count == 4
+    deadline = time.monotonic() + 300
+    while True:
+        ps = [p for p in pods_of(api, ns, "late-tf-cluster-ps") if p.status.phase == "Running"]
+        frozen = agent_pids(ps[0].metadata.name) if ps else []
+        if frozen:
+            break
+        assert time.monotonic() < deadline, kube.diagnostics(api, ns, "late")
+        time.sleep(1)
+    for pid in frozen:
+        os.kill(pid, signal.SIGSTOP)
+    say(f"ps {ps[0].metadata.name}: its agent (pids {frozen}) frozen: it cannot learn that the run ended")
+
+    def chief_done() -> bool:
+        return any(p.status.phase == "Succeeded" for p in pods_of(api, ns, "late-tf-cluster-chief"))
+
+    deadline = time.monotonic() + 600
+    while not chief_done():
+        assert time.monotonic() < deadline, kube.diagnostics(api, ns, "late")
+        time.sleep(2)
+    relaxed = time.monotonic() + 60
+    while (
+        client.SchedulingV1beta1Api(api)
+        .read_namespaced_pod_group(group.metadata.name, ns)
+        .spec.scheduling_policy.gang.min_count
+        != 1
+    ):
+        assert time.monotonic() < relaxed, "the chief finished, and its agent did not lower the gang's minCount"
+        time.sleep(1)
+    (chief,) = [p for p in pods_of(api, ns, "late-tf-cluster-chief") if p.status.phase == "Succeeded"]
+    reasons = {
+        e.reason
+        for e in core.list_namespaced_event(ns, field_selector=f"involvedObject.name={chief.metadata.name}").items
+    }
+    assert "GangRelaxed" in reasons, reasons
+    say("the chief finished: the gang's minCount is 1 (its GangRelaxed Event)")
+
+    core.delete_namespaced_pod(ps[0].metadata.name, ns, grace_period_seconds=0)
+    t0 = time.monotonic()
+    all_complete(wait(api, ns, "late", timeout=300), api, ns, "late")
+    replaced = [p for p in pods_of(api, ns, "late-tf-cluster-ps") if p.metadata.name != ps[0].metadata.name]
+    assert replaced and all(p.spec.node_name for p in replaced), [p.metadata.name for p in replaced]
+    say(
+        "the ps deleted after the chief finished: its replacement placed and the release complete "
+        f"in {time.monotonic() - t0:.1f}s"
+    )
 
 
 @pytest.mark.extended  # CI keeps the gang scenarios; tests/bench/bench_gang.py measures this figure

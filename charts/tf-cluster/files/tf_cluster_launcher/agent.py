@@ -19,7 +19,8 @@ training container's launcher through files in a directory that only it can writ
     stop        the self-fence (selffence.py): why the program must stop now; the task exits 6
 
 It runs until the pod's containers stop (SIGTERM from the kubelet once the training container has
-exited) and exits 0.
+exited) and exits 0; then, in a gang (TF_CLUSTER_POD_GROUP), if the program exited 0, it lowers the
+gang's minCount to 1 (gang.py).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import time
 from .common import ConfigError, env, log
 from .events import EVENTS
 from .fencing import deputy_reason, fence_loop, fences
+from .gang import relax_once_finished
 from .informer import Informer
 from .leader import leader_condition_at_start, record_leader_event, watch_leader
 from .peerpods import peer_service, wait_for_peer_pods
@@ -103,6 +105,7 @@ class Agent:
         if hosts and env("TF_CLUSTER_WAIT_FOR_PEERS", "true") == "true":
             self.wait_for_peers(hosts)
         self.stop.wait()
+        relax_once_finished()  # the training container has ended: the kubelet stops its sidecars
         return 0
 
     def fence_when_asked(self, pods: Informer, every: float = 5.0) -> None:
