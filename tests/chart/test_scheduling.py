@@ -75,14 +75,17 @@ def test_ganged_server_roles_end_with_the_run_so_a_late_replacement_cannot_hang_
 
 @pytest.mark.parametrize("major", HELM_VERSIONS)
 @pytest.mark.parametrize(
-    "sets", [(), ("nodeLoss.fence=false", "nodeLoss.selfFenceSeconds=0")], ids=["default", "no-fence"]
+    "sets",
+    [(), ("nodeLoss.fence=false", "nodeLoss.selfFenceSeconds=0"), ("rbac.create=false",)],
+    ids=["default", "no-fence", "own-rbac"],
 )
 def test_each_gang_task_has_an_agent_that_may_lower_its_podgroup_and_nothing_more(major, sets):
     """A task replaced once another task of the gang finished could never be placed (a finished pod
     no longer counts toward minCount): the agent of a finished task lowers minCount to 1
     (files/tf_cluster_launcher/gang.py). So every gang pod has the agent, told the group's name,
-    and the Role may patch that one PodGroup (and list pods: the agent reads its own's status),
-    with or without the fence; the evaluator, outside the gang, is told nothing."""
+    and the Role may read and patch that one PodGroup (and list pods: the agent reads its own's
+    status), with or without the fence, and with your own RBAC too; the evaluator, outside the
+    gang, is told nothing."""
     docs = render((PS_EVAL,), sets, major=major)
     (group,) = kind(docs, "PodGroup", "scheduling.k8s.io/")
     name = group["metadata"]["name"]
@@ -92,12 +95,14 @@ def test_each_gang_task_has_an_agent_that_may_lower_its_podgroup_and_nothing_mor
         assert told == ([] if role == "evaluator" else [name]), role
         training = [c for c in template["spec"]["containers"] if c["name"] == "tensorflow"]
         assert all("TF_CLUSTER_POD_GROUP" not in str(c.get("env")) for c in training)
-    (role,) = kind(docs, "Role")
-    rules = [r for r in role["rules"] if r["apiGroups"] == ["scheduling.k8s.io"]]
-    assert rules == [
-        {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "resourceNames": [name], "verbs": ["patch"]}
-    ]
-    assert any(r["resources"] == ["pods"] and "list" in r["verbs"] for r in role["rules"])
+    if "rbac.create=false" in sets:  # the agent is there (nothing else would add it), asking your Role
+        assert not kind(docs, "Role")
+    else:
+        (role,) = kind(docs, "Role")
+        rules = [r for r in role["rules"] if r["apiGroups"] == ["scheduling.k8s.io"]]
+        podgroups = {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "resourceNames": [name]}
+        assert rules == [{**podgroups, "verbs": ["get", "patch"]}]
+        assert any(r["resources"] == ["pods"] and "list" in r["verbs"] for r in role["rules"])
     no_gang = render((PS_EVAL,), sets, api=False, major=major)
     assert "podgroups" not in str(kind(no_gang, "Role")) and "TF_CLUSTER_POD_GROUP" not in str(kind(no_gang, "Job"))
 

@@ -1182,53 +1182,57 @@ def pod_with_training(state: dict | None) -> dict:
 
 
 @pytest.mark.parametrize(
-    "states,patched",
+    "states,group_min,patched",
     [
-        ([{"terminated": {"exitCode": 0}}], True),
-        ([{"running": {}}, {"running": {}}, {"terminated": {"exitCode": 0}}], True),  # the kubelet's report came late
-        ([{"terminated": {"exitCode": 143}}], False),  # stopped (evicted, deleted): the gang keeps its size
-        ([{"running": {}}] * 50, False),  # never reported within the wait
+        ([{"terminated": {"exitCode": 0}}], 4, True),
+        (
+            [{"running": {}}, {"running": {}}, {"terminated": {"exitCode": 0}}],
+            4,
+            True,
+        ),  # the kubelet's report came late
+        ([{"terminated": {"exitCode": 143}}], 4, False),  # stopped (evicted, deleted): the gang keeps its size
+        ([{"running": {}}] * 50, 4, False),  # never reported within the wait
+        ([{"terminated": {"exitCode": 0}}], 1, False),  # another task's agent lowered it: one GET, nothing else
     ],
-    ids=["finished", "reported-late", "signalled", "no-report"],
+    ids=["finished", "reported-late", "signalled", "no-report", "lowered-already"],
 )
-def test_a_finished_tasks_agent_lowers_the_gangs_min_count_to_one(states, patched, monkeypatch, capfd):
+def test_a_finished_tasks_agent_lowers_the_gangs_min_count_to_one(states, group_min, patched, monkeypatch, capfd):
     """A task replaced once another task of the run finished could never be placed: a finished pod
     counts no more toward the PodGroup's minCount. The agent of a task whose program exited 0
     lowers it to 1 as the kubelet stops it; one that was stopped (143) or whose status never says
     leaves the gang whole (a run preempted whole must start again whole)."""
+    import urllib.error
+
     calls, given = [], iter(states)
     monkeypatch.setenv("TF_CLUSTER_POD_GROUP", "r-tf-cluster-abc123")
     monkeypatch.setenv("TF_CLUSTER_NAMESPACE", "ml")
     monkeypatch.setenv("TF_CLUSTER_POD_NAME", "r-tf-cluster-chief-abc123-0-xyz")
+    group = "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups/r-tf-cluster-abc123"
+    throttled = [True]
 
     def api(path, method="GET", body=None, content_type=None):
         calls.append((method, path, body))
+        if method == "PATCH" and throttled:
+            throttled.pop()
+            raise urllib.error.HTTPError(path, 429, "Too Many Requests", {}, None)  # tried again
+        if path == group:
+            return {"spec": {"schedulingPolicy": {"gang": {"minCount": group_min}}}}
         return pod_with_training(next(given, {"running": {}})) if method == "GET" else {}
 
     monkeypatch.setattr(launcher_gang, "api", api)
     monkeypatch.setattr(launcher_gang.time, "sleep", lambda s: None)
-    monkeypatch.setattr(
-        launcher_gang,
-        "program_exit_code",
-        lambda ns, pod, wait=0.5, every=0.0, f=launcher_gang.program_exit_code: f(ns, pod, wait, every),
-    )
     monkeypatch.setattr(launcher_gang.EVENTS, "record", lambda *a, **k: calls.append(("EVENT", a[0], None)))
-    launcher_gang.relax_once_finished()
-    gets = [c for c in calls if c[0] == "GET"]
-    assert gets and all(
-        c[1] == "/api/v1/namespaces/ml/pods?fieldSelector=metadata.name%3Dr-tf-cluster-chief-abc123-0-xyz" for c in gets
-    )
+    launcher_gang.relax_once_finished(wait=0.5)
+    assert calls[0] == ("GET", group, None)
+    pod = "/api/v1/namespaces/ml/pods?fieldSelector=metadata.name%3Dr-tf-cluster-chief-abc123-0-xyz"
+    assert all(c[1] == pod for c in calls[1:] if c[0] == "GET")
+    assert (len(calls) == 1) == (group_min == 1)
     patches = [c for c in calls if c[0] == "PATCH"]
-    want = [
-        (
-            "PATCH",
-            "/apis/scheduling.k8s.io/v1beta1/namespaces/ml/podgroups/r-tf-cluster-abc123",
-            {"spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}},
-        )
-    ]
+    body = {"spec": {"schedulingPolicy": {"gang": {"minCount": 1}}}}
+    want = [("PATCH", group + "?fieldManager=tf-cluster-agent", body)] * 2  # the first one throttled
     assert patches == (want if patched else [])
     assert (("EVENT", "GangRelaxed", None) in calls) == patched
-    assert ("minCount is now 1" in capfd.readouterr().err) == patched
+    assert ("minCount is now 1 (was 4)" in capfd.readouterr().err) == patched
 
 
 def test_an_agent_the_role_lets_not_lower_the_gang_says_what_to_grant(monkeypatch, capfd):
@@ -1240,4 +1244,6 @@ def test_an_agent_the_role_lets_not_lower_the_gang_says_what_to_grant(monkeypatc
 
     monkeypatch.setattr(launcher_gang, "api", refuse)
     assert launcher_gang.relax("ml", "r-tf-cluster-abc123") is False
-    assert "cannot lower r-tf-cluster-abc123's minCount (HTTP 403)" in capfd.readouterr().err
+    said = capfd.readouterr().err
+    assert "cannot lower r-tf-cluster-abc123's minCount (HTTP 403)" in said
+    assert "give the Role get and patch on podgroups" in said

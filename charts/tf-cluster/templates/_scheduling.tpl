@@ -65,14 +65,13 @@ single
      task replaced once another has finished is placed at all (files/tf_cluster_launcher/gang.py).
      Usage: include "tf-cluster.relaxesGang" (dict "context" $ "role" "worker") */}}
 {{- define "tf-cluster.relaxesGang" -}}
-{{- if and (eq (include "tf-cluster.gang" .context) "native") (include "tf-cluster.inGang" .) .context.Values.rbac.create -}}true{{- end -}}
+{{- if and (include "tf-cluster.anyRelaxesGang" .context) (include "tf-cluster.inGang" .) -}}true{{- end -}}
 {{- end -}}
 
-{{/* "true" when some role relaxes the gang (the Role then may patch the run's PodGroup). */}}
+{{/* "true" when the gang's finished tasks lower it: Kubernetes' own gang, of more than one task
+     (the Role then may read and patch the run's PodGroup). */}}
 {{- define "tf-cluster.anyRelaxesGang" -}}
-{{- range $role := list "chief" "worker" "ps" -}}
-{{- if include "tf-cluster.relaxesGang" (dict "context" $ "role" $role) -}}true{{- end -}}
-{{- end -}}
+{{- if and (eq (include "tf-cluster.gang" .) "native") (gt (int (include "tf-cluster.gangSize" .)) 1) -}}true{{- end -}}
 {{- end -}}
 
 {{/* The scheduler a gang pod uses when its role names none: the gang scheduler's. */}}
