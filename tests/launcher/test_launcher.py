@@ -259,15 +259,25 @@ def test_a_wrapped_program_that_ignores_sigterm_is_killed_after_the_stop_grace(p
     assert pid1 or gone(int((tmp_path / "pid").read_text()))
 
 
+def leftover(ignores: bool) -> str:
+    """A background process a command leaves; `ignores` SIGTERM (its trap set before `ready` exists)."""
+    return "(trap '' TERM; touch ready; exec sleep 600)" if ignores else "(touch ready; exec sleep 600)"
+
+
+AWAIT_READY = "while [ ! -e ready ]; do sleep 0.05; done;"  # the command exits once its leftover is set up
+
+
 @pytest.mark.parametrize("pid1", [False, AS_PID_1], ids=["process", "pid-1"])
 @pytest.mark.parametrize("ignores", [False, True], ids=["stops", "ignores-sigterm"])
 def test_what_a_finished_command_left_running_is_stopped_with_the_task(pid1, ignores, tmp_path):
     """A command that exits while something it started runs on (a background process that holds
     the task's output): the launcher stops it, as the container's end would (SIGTERM, SIGKILL
     after the grace), and does not wait for it to end by itself; the command's exit code stands."""
-    leftover = "(trap '' TERM; exec sleep 600)" if ignores else "sleep 600"
     p = start_as(
-        pid1, ["sh", "-c", f"{leftover} & echo $! > pid; echo started; exit 3"], tmp_path, TF_CLUSTER_STOP_GRACE="1"
+        pid1,
+        ["sh", "-c", f"{leftover(ignores)} & echo $! > pid; {AWAIT_READY} echo started; exit 3"],
+        tmp_path,
+        TF_CLUSTER_STOP_GRACE="1",
     )
     t0 = time.monotonic()
     out, err = p.communicate(timeout=30)
@@ -282,7 +292,7 @@ def test_what_a_finished_command_left_running_is_stopped_with_the_task(pid1, ign
 def test_a_signal_after_the_command_exited_leaves_its_exit_code_alone(tmp_path):
     """SIGTERM (the pod's deletion) while the launcher stops what a finished command left: the
     command's own exit code stands (it finished), and the signal goes to what is left."""
-    p = start(["sh", "-c", "(trap '' TERM; exec sleep 600) & echo started"], tmp_path, TF_CLUSTER_STOP_GRACE="3")
+    p = start(["sh", "-c", f"{leftover(True)} & {AWAIT_READY} echo started"], tmp_path, TF_CLUSTER_STOP_GRACE="3")
     assert p.stdout.readline().strip() == "started"
     time.sleep(1.5)  # the command has exited; its leftover ignores the SIGTERM the launcher sent it
     p.send_signal(signal.SIGTERM)
