@@ -151,6 +151,7 @@ publish: package  ## push the package (and .prov) to REGISTRY=oci://host/path (P
 BENCH_RUNS ?= 3
 bench: image  ## measure and write docs/benchmarks.md (+ PNGs): scale, run-local overhead, images, then on the real node (brought up, taken down unless KEEP=1) install to first step and threads
 	cd tests/bench && ../../$(PY) bench_render.py --runs $(BENCH_RUNS)
+	cd tests/bench && ../../$(PY) bench_ceiling.py
 	cd tests/bench && ../../$(PY) bench_demo.py --runs $(BENCH_RUNS)
 	cd tests/bench && ../../$(PY) bench_images.py
 	$(NODE) up && kc=$$($(NODE) env | cut -d= -f2) && (cd tests/bench && ../../$(PY) bench_node.py --runs $(BENCH_RUNS) --kubeconfig $$kc); \

@@ -259,6 +259,23 @@ def scale(d: dict) -> list[str]:
     return out + [figure("scale"), ""]
 
 
+def ceiling(d: dict) -> list[str]:
+    body = [[r["naming"], r["most tasks"], r["one more"]] for r in d["rows"]]
+    return [
+        "## The ceiling",
+        "The most training tasks one release can have: TF_CONFIG reaches the program as one environment "
+        f"string, which Linux caps at {d['cap']} bytes (MAX_ARG_STRLEN), and it holds every task's address "
+        "(`<fullname>-<role>-<run>-<index>.<fullname>:<port>`), so the name is what sets the ceiling. The chart "
+        "computes the size at render and refuses a release past it; found by bisection over the workers with "
+        "`helm template` (Helm 4). Measured by `tests/bench/bench_ceiling.py`.",
+        "",
+        md_table(["naming", "most tasks", "TF_CONFIG bytes with one more"], body),
+        "",
+        f"One task past the last row, `helm template` says: `{d['rows'][-1]['refusal']}`",
+        "",
+    ]
+
+
 def image_sizes(d: dict) -> list[str]:
     sizes = d["sizes"]
     trainer = sizes["trainer image (make image)"]
@@ -634,6 +651,7 @@ SECTIONS = (
     ("threads", threads),
     ("run-local", run_local),
     ("scale", scale),
+    ("ceiling", ceiling),
     ("images", image_sizes),
 )
 

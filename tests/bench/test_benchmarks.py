@@ -18,6 +18,7 @@ import pytest
 from tf_cluster import ROOT, helm, kube
 
 sys.path.insert(0, str(ROOT / "tests" / "bench"))
+import bench_ceiling  # noqa: E402
 import bench_render  # noqa: E402
 import benchlib  # noqa: E402
 import reaped  # noqa: E402
@@ -70,6 +71,24 @@ def first_step_data(mwms: float, ps: float, floor1: float) -> dict:
     return {"runs": 3, "stages": stages, "median": med, "all": {}}
 
 
+def test_the_ceiling_is_the_last_count_the_chart_renders_and_the_next_is_its_refusal(monkeypatch):
+    """bench_ceiling's bisection ends on the pair (renders, refused) the chart's verdict gives; the
+    verdict is the chart's own refusal, read from a real `helm template` one task past a count."""
+    real = bench_ceiling.verdict("train", ("fullnameOverride=t",), 8192)
+    assert real is not None and real.startswith("TF_CONFIG for 8192 training tasks would be "), real
+    assert bench_ceiling.verdict("train", ("fullnameOverride=t",), 2) is None
+    asked = []
+
+    def chart(release, sets, workers):
+        asked.append(workers)
+        return None if workers <= 3000 else f"TF_CONFIG for {workers} training tasks would be {workers * 44} bytes"
+
+    monkeypatch.setattr(bench_ceiling, "verdict", chart)
+    most, refused = bench_ceiling.ceiling("train", ())
+    assert most == 3000 and refused.startswith("TF_CONFIG for 3001 training tasks")
+    assert len(asked) <= 2 + 14 + 1  # the two bounds, a bisection of 2**14, the refusal read again
+
+
 def test_the_report_says_met_or_missed_against_the_five_second_goal(tmp_path, monkeypatch):
     monkeypatch.setattr(report, "DOCS", tmp_path)
     lines = "\n".join(report.first_step(first_step_data(mwms=9.0, ps=12.0, floor1=5.0)))
@@ -86,7 +105,7 @@ def test_the_report_names_what_it_has_no_figures_for(tmp_path, monkeypatch, caps
     monkeypatch.setattr(report, "OUT", tmp_path / "none")
     with pytest.raises(SystemExit):
         report.main()
-    assert "no figures yet for: first-step, dns, threads, run-local, scale, images" in capsys.readouterr().out
+    assert "no figures yet for: first-step, dns, threads, run-local, scale, ceiling, images" in capsys.readouterr().out
     assert (tmp_path / "benchmarks.md").read_text().startswith("# Benchmarks")
 
 

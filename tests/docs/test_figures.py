@@ -74,6 +74,7 @@ UNITS = {
     ),
     **dict.fromkeys(("chart threads", "TF defaults", "TF sized for 16 cores"), "steps/s"),
     **dict.fromkeys(("objects", "TFJob objects"), "objects"),
+    "most tasks": "tasks",
     "API requests": "requests",
     "EndpointSlices": "EndpointSlices",
     "nodes not Ready": "nodes",
