@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 
+from bench_render import ENV_CAP
 from benchlib import save, say, table
 
 from tf_cluster import helm
@@ -29,7 +30,8 @@ REFUSAL = re.compile(r"TF_CONFIG for (\d+) training tasks would be (\d+) bytes")
 
 
 def verdict(release: str, sets: tuple[str, ...], workers: int) -> str | None:
-    """None when the release renders with `workers` workers, else the chart's refusal."""
+    """None when the release renders with `workers` workers, else the chart's refusal, which names
+    the task count and TF_CONFIG's size in bytes (`bytes_of`)."""
     values = helm.Values.of([], [*sets, f"roles.worker.replicas={workers}"])
     r = helm.Helm("4").render(release, values)
     if r.returncode == 0:
@@ -40,20 +42,28 @@ def verdict(release: str, sets: tuple[str, ...], workers: int) -> str | None:
     return helm.clean_helm_error(r.stderr).strip()
 
 
+def bytes_of(refusal: str) -> int:
+    """TF_CONFIG's size, as the chart's refusal states it."""
+    found = REFUSAL.search(refusal)
+    assert found is not None, refusal
+    return int(found.group(2))
+
+
 def ceiling(release: str, sets: tuple[str, ...]) -> tuple[int, str]:
-    """The most workers that render, and the refusal of one more."""
+    """The most workers that render, and the refusal of one more (kept from the bisection's upper
+    bound, so no count is rendered twice)."""
     low, high = 1, HIGH
-    if verdict(release, sets, low) is not None or verdict(release, sets, high) is None:
+    refused = verdict(release, sets, high)
+    if verdict(release, sets, low) is not None or refused is None:
         raise SystemExit(f"{sets}: the search needs 1 worker to render and {HIGH} to be refused")
     while high - low > 1:
         mid = (low + high) // 2
-        if verdict(release, sets, mid) is None:
+        answer = verdict(release, sets, mid)
+        if answer is None:
             low = mid
         else:
-            high = mid
+            high, refused = mid, answer
         say(f"  {', '.join(sets) or 'defaults'}: renders {low}, refused {high}")
-    refused = verdict(release, sets, high)
-    assert refused is not None
     return low, refused
 
 
@@ -61,13 +71,11 @@ def main() -> None:
     rows = []
     for label, release, sets in CASES:
         most, refused = ceiling(release, sets)
-        size = REFUSAL.search(refused)
-        assert size is not None
-        rows.append({"naming": label, "most tasks": most, "one more": int(size.group(2)), "refusal": refused})
-        say(f"{label}: {most} tasks render; {most + 1} are refused ({size.group(2)} bytes)")
+        rows.append({"naming": label, "most tasks": most, "one more": bytes_of(refused), "refusal": refused})
+        say(f"{label}: {most} tasks render; {most + 1} are refused ({bytes_of(refused)} bytes)")
     body = [[r["naming"], r["most tasks"], r["one more"]] for r in rows]
-    print(table(["naming", "most tasks", "TF_CONFIG bytes of one more"], body))
-    save("ceiling", {"cap": 131072, "rows": rows})
+    print(table(["naming", "most tasks", "TF_CONFIG bytes with one more"], body))
+    save("ceiling", {"cap": ENV_CAP, "rows": rows})
 
 
 if __name__ == "__main__":

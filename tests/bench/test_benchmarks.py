@@ -86,7 +86,8 @@ def test_the_ceiling_is_the_last_count_the_chart_renders_and_the_next_is_its_ref
     monkeypatch.setattr(bench_ceiling, "verdict", chart)
     most, refused = bench_ceiling.ceiling("train", ())
     assert most == 3000 and refused.startswith("TF_CONFIG for 3001 training tasks")
-    assert len(asked) <= 2 + 14 + 1  # the two bounds, a bisection of 2**14, the refusal read again
+    assert len(asked) <= 2 + 14  # the two bounds and a bisection of 2**14; no count asked twice
+    assert len(asked) == len(set(asked))
 
 
 def test_the_report_says_met_or_missed_against_the_five_second_goal(tmp_path, monkeypatch):
