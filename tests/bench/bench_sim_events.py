@@ -110,7 +110,9 @@ class EarlyLaunchers:
 
     def start(self, pod: dict) -> None:
         name = pod["metadata"]["name"]
-        program = ["sh", "-c", f"sleep $(( {int(self.until)} - $(date +%s) ))"]
+        # exec: the program is the one `sleep` (dash runs `sh -c "sleep ..."` as two processes, and a
+        # launcher SIGKILLed would leave the `sleep` behind)
+        program = ["sh", "-c", f"exec sleep $(( {int(self.until)} - $(date +%s) ))"]
         p = self.sim.task(pod, self.launcher, program, self.workdir)
         self.launched[name] = time.time()
         self.logs[name] = []

@@ -428,6 +428,8 @@ def test_a_sitting_stopped_with_sigterm_leaves_no_process_of_its_own_behind(tmp_
         "signal.signal(signal.SIGTERM, lambda *_: sys.exit('stopped (SIGTERM)'))\n"
         "def start():  # a thread's process the sitting does not take down, ignoring SIGTERM too\n"
         "    p = subprocess.Popen(['sh', '-c', 'trap \"\" TERM; sleep 300'])\n"
+        "    # and one in a process group of its own, as a launcher starts its program\n"
+        "    subprocess.Popen(['sh', '-c', 'sleep 300'], process_group=0)\n"
         f"    open({str(pid_file)!r}, 'w').write(str(p.pid))\n"
         "threading.Thread(target=start, daemon=True).start()\n"
         "time.sleep(300)\n"
@@ -441,14 +443,27 @@ def test_a_sitting_stopped_with_sigterm_leaves_no_process_of_its_own_behind(tmp_
     while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
         time.sleep(0.1)
     left = int(pid_file.read_text())
-    group = os.getpgid(left)
-    assert group != os.getpgid(0) and left in reaped.members(group), "the sitting's processes: a group of their own"
+    session = os.getsid(left)
+    assert session != os.getsid(0) and left in reaped.members(session), "the sitting's: a session of their own"
+
+    def groups() -> tuple[int, set[int]]:  # the session's processes and their process groups
+        found = reaped.members(session)
+        return len(found), {os.getpgid(p) for p in found}
+
+    deadline = time.monotonic() + 30
+    while groups()[0] < 5 or len(groups()[1]) < 2:  # the sitting, 2 sh and their sleeps, in 2 groups
+        if time.monotonic() > deadline:
+            seen = groups()
+            runner.kill()
+            reaped.reap(session, grace=0)
+            raise AssertionError(f"the sitting's processes and their process groups: {seen}")
+        time.sleep(0.1)
     runner.send_signal(signal.SIGTERM)
     _, err = runner.communicate(timeout=60)
     assert runner.returncode == 1, err  # the sitting's own exit code: sys.exit("stopped (SIGTERM)")
-    assert "stopped (SIGTERM)" in err and "2 process(es) left behind by" in err, err  # sh and its sleep
-    assert "(1 sh, 1 sleep): stopped" in err, err  # what they were, by name
-    assert reaped.members(group) == [], "nothing of the sitting's group is left (a zombie waiting for init aside)"
+    assert "stopped (SIGTERM)" in err and "4 process(es) left behind by" in err, err  # two sh and their sleeps
+    assert "(2 sh, 2 sleep): stopped" in err, err  # what they were, by name
+    assert reaped.members(session) == [], "nothing of the sitting's session is left (a zombie waiting for init aside)"
 
 
 def test_a_simulated_cluster_taken_down_starts_nothing_more(tmp_path):
