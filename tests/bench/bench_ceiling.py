@@ -71,8 +71,9 @@ def main() -> None:
     rows = []
     for label, release, sets in CASES:
         most, refused = ceiling(release, sets)
-        rows.append({"naming": label, "most tasks": most, "one more": bytes_of(refused), "refusal": refused})
-        say(f"{label}: {most} tasks render; {most + 1} are refused ({bytes_of(refused)} bytes)")
+        size = bytes_of(refused)
+        rows.append({"naming": label, "most tasks": most, "one more": size, "refusal": refused})
+        say(f"{label}: {most} tasks render; {most + 1} are refused ({size} bytes)")
     body = [[r["naming"], r["most tasks"], r["one more"]] for r in rows]
     print(table(["naming", "most tasks", "TF_CONFIG bytes with one more"], body))
     save("ceiling", {"cap": ENV_CAP, "rows": rows})

@@ -451,13 +451,14 @@ def test_a_sitting_stopped_with_sigterm_leaves_no_process_of_its_own_behind(tmp_
         return len(found), {os.getpgid(p) for p in found}
 
     deadline = time.monotonic() + 30
-    while groups()[0] < 5 or len(groups()[1]) < 2:  # the sitting, 2 sh and their sleeps, in 2 groups
+    count, pgids = groups()
+    while count < 5 or len(pgids) < 2:  # the sitting, 2 sh and their sleeps, in 2 groups
         if time.monotonic() > deadline:
-            seen = groups()
             runner.kill()
             reaped.reap(session, grace=0)
-            raise AssertionError(f"the sitting's processes and their process groups: {seen}")
+            raise AssertionError(f"the sitting's processes and their process groups: {count}, {pgids}")
         time.sleep(0.1)
+        count, pgids = groups()
     runner.send_signal(signal.SIGTERM)
     _, err = runner.communicate(timeout=60)
     assert runner.returncode == 1, err  # the sitting's own exit code: sys.exit("stopped (SIGTERM)")
