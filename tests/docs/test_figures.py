@@ -78,10 +78,15 @@ UNITS = {
     "API requests": "requests",
     "EndpointSlices": "EndpointSlices",
     "nodes not Ready": "nodes",
-    "API req/task at start": "requests/task",
-    "DNS queries/task at start": "queries/task",
-    "API req/task/min after (window)": "requests/task/min",
-    "DNS queries/task/min after": "queries/task/min",
+    "API req/task": "requests/task",
+    "DNS queries/task": "queries/task",
+    "(c) API req/task/min": "requests/task/min",
+    "by verb /task/min": "requests/task/min",
+    "watch renewals": "watches",
+    "DNS queries/task/min": "queries/task/min",
+    "(d) API req/fencer": "requests/task",
+    "API req/other task": "requests/task",
+    "beside": "parts",
     "most peers one task waited for": "peers",
     "Event requests/task": "requests/task",
     "bound/task": "requests/task",
@@ -222,6 +227,24 @@ def repeats(text: str, page: Path, figures: list[Figure]) -> list[str]:
     return found
 
 
+# Figures a hand-written page measured elsewhere that happen to round from a table's: (page, what it
+# writes) -> where it was measured. Each must still be on its page (a test says so), so the list
+# cannot outlive what it excuses.
+ELSEWHERE = {
+    ("docs/development/tests.md", "133 s"): "a cold `hack/node up` of three nodes, not a simulated start",
+    **dict.fromkeys(
+        (
+            ("docs/user-guide/lost-nodes.md", "149-155 s"),
+            ("docs/user-guide/lost-nodes.md", "152-157 s"),
+            ("docs/user-guide/lost-nodes.md", "146-158 s"),
+            ("docs/user-guide/lost-nodes.md", "147-156 s"),
+            ("docs/user-guide/lost-nodes.md", "146-159 s"),
+        ),
+        "tests/e2e/cluster/test_nodes.py on the three real nodes, not the simulated cluster's kwok nodes",
+    ),
+}
+
+
 def hand_written() -> list[Path]:
     pages = {p for pattern in PAGES for p in ROOT.glob(pattern)}
     return sorted(p for p in pages if p.relative_to(ROOT).as_posix() not in GENERATED)
@@ -244,13 +267,19 @@ def test_no_page_repeats_a_measured_figure():
         f"{page.relative_to(ROOT)}:{where}"
         for page in hand_written()
         for where in repeats(page.read_text(), page, figures)
+        if (page.relative_to(ROOT).as_posix(), where.split("'")[1]) not in ELSEWHERE
     ]
     if found:
         pytest.fail("figures copied from the generated docs/benchmarks.md:\n" + "\n".join(found), pytrace=False)
 
 
+def test_each_figure_measured_elsewhere_is_still_on_its_page():
+    gone = [f"{page}: {text!r}" for page, text in ELSEWHERE if text not in (ROOT / page).read_text()]
+    assert gone == [], "ELSEWHERE names figures no longer on their pages: remove them"
+
+
 GENERATED_PAGE = """## Thousands of tasks on a simulated cluster
-| release | tasks | all Running s | etcd MB | API req/task/min after (window) | vs 1 pod |
+| release | tasks | all Running s | etcd MB | (c) API req/task/min | vs 1 pod |
 |---|---|---|---|---|---|
 | MultiWorkerMirrored | 4096 | 212.76 | 1829 | 5.803 (45 s from +120 s) | +2.2 s (1.66x) |
 | ParameterServer | 512 | 3.44 | 57 | 0.0 (60 s from +0 s) | +0.6 s (1.10x) |
