@@ -74,6 +74,34 @@ def test_a_cluster_that_cannot_fit_fails_with_advice(helm_major):
     assert "fullnameOverride" in msg and "131072" in msg
 
 
+@pytest.mark.parametrize(
+    "values,advised,not_advised",
+    [
+        ({}, ['fullnameOverride to a short name (now "tf-tf-cluster")', "run.suffix to none"], ["fullyQualified"]),
+        (
+            {"fullnameOverride": "t", "run": {"suffix": "none"}, "tfConfig": {"fullyQualified": True}},
+            ["tfConfig.fullyQualified to false"],
+            ["fullnameOverride", "run.suffix"],
+        ),
+        (
+            {"fullnameOverride": "t", "run": {"suffix": "none"}},
+            [],
+            ["fullnameOverride", "run.suffix", "fullyQualified"],
+        ),
+    ],
+    ids=["defaults", "names-short-fqdn-on", "names-shortest"],
+)
+def test_past_the_ceiling_the_refusal_advises_only_what_can_still_be_shortened(values, advised, not_advised):
+    """A refusal that tells a user to set what they set already sends them round in circles: past
+    the ceiling it names only the names still longer than they can be, and always the replicas."""
+    with pytest.raises(RenderError) as e:
+        render_text({**values, "roles": {"worker": {"replicas": 8192}}})
+    msg = str(e.value)
+    assert "TF_CONFIG for 8192 training tasks would be" in msg and msg.rstrip().endswith("reduce roles.*.replicas")
+    assert all(a in msg for a in advised), msg
+    assert not any(n in msg for n in not_advised), msg
+
+
 # A pod's own env entries (inline): its role, what depends on the role, the downward API's fields
 # and TF_CONFIG composed from its index; every other value is the run's (one ConfigMap, envFrom).
 OWN = {"TF_TASK_INDEX", "TF_CLUSTER_ROLE", "TF_CLUSTER_NAMESPACE", "TF_CLUSTER_POD_NAME", "TF_CLUSTER_POD_UID",

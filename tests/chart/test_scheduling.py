@@ -79,32 +79,56 @@ def test_ganged_server_roles_end_with_the_run_so_a_late_replacement_cannot_hang_
     [(), ("nodeLoss.fence=false", "nodeLoss.selfFenceSeconds=0"), ("rbac.create=false",)],
     ids=["default", "no-fence", "own-rbac"],
 )
-def test_each_gang_task_has_an_agent_that_may_lower_its_podgroup_and_nothing_more(major, sets):
+@pytest.mark.parametrize(
+    "gang,api",
+    [
+        ((), "scheduling.k8s.io/v1beta1"),
+        (("scheduling.podGroup=coscheduling",), "scheduling.x-k8s.io/v1alpha1"),
+    ],
+    ids=["native", "coscheduling"],
+)
+def test_each_gang_task_has_an_agent_that_may_lower_its_podgroup_and_nothing_more(major, sets, gang, api):
     """A task replaced once another task of the gang finished could never be placed (a finished pod
-    no longer counts toward minCount): the agent of a finished task lowers minCount to 1
-    (files/tf_cluster_launcher/gang.py). So every gang pod has the agent, told the group's name,
-    and the Role may read and patch that one PodGroup (and list pods: the agent reads its own's
-    status), with or without the fence, and with your own RBAC too; the evaluator, outside the
-    gang, is told nothing."""
-    docs = render((PS_EVAL,), sets, major=major)
-    (group,) = kind(docs, "PodGroup", "scheduling.k8s.io/")
+    no longer counts toward minCount, nor, in coscheduling's PreFilter, toward minMember): the
+    agent of a finished task lowers it to 1 (files/tf_cluster_launcher/gang.py). So every gang pod
+    has the agent, told the group's name and API, and the Role may read and patch that one
+    PodGroup of that API group (and list pods: the agent reads its own's status), with or without
+    the fence, and with your own RBAC too; the evaluator, outside the gang, is told nothing."""
+    docs = render((PS_EVAL,), (*sets, *gang), major=major)
+    (group,) = kind(docs, "PodGroup", api)
     name = group["metadata"]["name"]
     for role, template in pod_specs(docs).items():
         agent = [c for c in template["spec"].get("initContainers", []) if c["name"] == "tf-cluster-agent"]
-        told = [e["value"] for c in agent for e in c.get("env", []) if e["name"] == "TF_CLUSTER_POD_GROUP"]
-        assert told == ([] if role == "evaluator" else [name]), role
+        told = [{e["name"]: e.get("value") for e in c.get("env", [])} for c in agent]
+        if role == "evaluator":
+            assert all("TF_CLUSTER_POD_GROUP" not in e for e in told), role
+        else:
+            # Kubernetes' own gang is the agent's default: its pods are told no API (they stay as they were)
+            want = api if gang else None
+            assert [(e["TF_CLUSTER_POD_GROUP"], e.get("TF_CLUSTER_POD_GROUP_API")) for e in told] == [(name, want)], (
+                role
+            )
         training = [c for c in template["spec"]["containers"] if c["name"] == "tensorflow"]
         assert all("TF_CLUSTER_POD_GROUP" not in str(c.get("env")) for c in training)
     if "rbac.create=false" in sets:  # the agent is there (nothing else would add it), asking your Role
         assert not kind(docs, "Role")
     else:
         (role,) = kind(docs, "Role")
-        rules = [r for r in role["rules"] if r["apiGroups"] == ["scheduling.k8s.io"]]
-        podgroups = {"apiGroups": ["scheduling.k8s.io"], "resources": ["podgroups"], "resourceNames": [name]}
+        rules = [r for r in role["rules"] if "podgroups" in r["resources"]]
+        podgroups = {"apiGroups": [api.split("/")[0]], "resources": ["podgroups"], "resourceNames": [name]}
         assert rules == [{**podgroups, "verbs": ["get", "patch"]}]
         assert any(r["resources"] == ["pods"] and "list" in r["verbs"] for r in role["rules"])
     no_gang = render((PS_EVAL,), sets, api=False, major=major)
     assert "podgroups" not in str(kind(no_gang, "Role")) and "TF_CLUSTER_POD_GROUP" not in str(kind(no_gang, "Job"))
+
+
+def test_a_volcano_gang_is_not_lowered_it_counts_succeeded_tasks():
+    """Volcano counts a job's Succeeded tasks toward minMember (JobInfo.ValidTaskNum), so nothing
+    lowers its PodGroup: no env, no rule on podgroups."""
+    docs = render((PS_EVAL,), ("scheduling.podGroup=volcano",))
+    (group,) = kind(docs, "PodGroup", "scheduling.volcano.sh/")
+    assert group["spec"]["minMember"] == 4 and "tf-cluster.io/gang-size" not in group["metadata"].get("annotations", {})
+    assert "podgroups" not in str(kind(docs, "Role")) and "TF_CLUSTER_POD_GROUP" not in str(kind(docs, "Job"))
 
 
 def test_the_gang_validates_against_the_kubernetes_1_37_schemas():

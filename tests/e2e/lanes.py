@@ -51,6 +51,7 @@ ALONE = [
     "test_faults.py::test_training_goes_on_while_kube_apiserver_is_down_for_60s",  # everyone's API gone
     "test_faults.py::test_pods_keep_running_through_a_kubelet_restart",  # the first node's kubelet stopped
     "test_gang.py",  # sizes its gangs from the cluster's free CPU
+    "test_gang_coscheduling.py",  # adds and removes a CRD: the API list Argo CD's cache follows
     "test_harness_ports.py",  # every node's listeners: lane 2 restarts nodes
     "test_harness_recovery.py",  # kills the host's storage client: no pod may use the volume then
 ]

@@ -1246,6 +1246,61 @@ def test_a_finished_tasks_agent_lowers_the_gangs_min_count_to_one(states, group_
     assert ("minCount is now 1 (was 4)" in capfd.readouterr().err) == patched
 
 
+@pytest.mark.parametrize(
+    "api_version,held,patched,said",
+    [
+        (
+            "scheduling.x-k8s.io/v1alpha1",
+            {"spec": {"minMember": 4}},
+            {"spec": {"minMember": 1}},
+            "minMember is now 1 (was 4)",
+        ),
+        ("scheduling.x-k8s.io/v1alpha1", {"spec": {"minMember": 1}}, None, ""),  # lowered already
+        ("scheduling.x-k8s.io/v1alpha1", {"spec": {"minMember": "four"}}, None, "holds no number at spec.minMember"),
+        (
+            "scheduling.k8s.io/v1beta1",
+            {"spec": {"schedulingPolicy": []}},
+            None,
+            "holds no number at spec.schedulingPolicy",
+        ),
+        (
+            "scheduling.volcano.sh/v1beta1",
+            {"spec": {"minMember": 4}},
+            None,
+            "TF_CLUSTER_POD_GROUP_API=scheduling.volcano.sh",
+        ),
+    ],
+    ids=["coscheduling", "coscheduling-lowered", "odd-size", "odd-native", "unknown-api"],
+)
+def test_the_agent_lowers_the_size_where_the_groups_api_holds_it(api_version, held, patched, said, monkeypatch, capfd):
+    """scheduler-plugins' coscheduling counts no finished pod toward minMember either: the agent
+    lowers the size field of the API TF_CLUSTER_POD_GROUP_API names; a field that holds no number,
+    or an API it does not know, leaves the gang as it is, said in the log, and raises nothing."""
+    calls = []
+    monkeypatch.setenv("TF_CLUSTER_POD_GROUP", "r-tf-cluster-abc123")
+    monkeypatch.setenv("TF_CLUSTER_POD_GROUP_API", api_version)
+    monkeypatch.setenv("TF_CLUSTER_NAMESPACE", "ml")
+    monkeypatch.setenv("TF_CLUSTER_POD_NAME", "r-tf-cluster-chief-abc123-0-xyz")
+    group = f"/apis/{api_version}/namespaces/ml/podgroups/r-tf-cluster-abc123"
+
+    def api(path, method="GET", body=None, content_type=None):
+        calls.append((method, path, body))
+        if path == group:
+            return held
+        return pod_with_training({"terminated": {"exitCode": 0}}) if method == "GET" else {}
+
+    monkeypatch.setattr(launcher_gang, "api", api)
+    monkeypatch.setattr(launcher_gang.time, "sleep", lambda s: None)
+    monkeypatch.setattr(launcher_gang.EVENTS, "record", lambda *a, **k: calls.append(("EVENT", a[0], None)))
+    launcher_gang.relax_once_finished(wait=0.5)
+    patches = [c for c in calls if c[0] == "PATCH"]
+    assert patches == ([("PATCH", group + "?fieldManager=tf-cluster-agent", patched)] if patched else [])
+    assert (("EVENT", "GangRelaxed", None) in calls) == bool(patched)
+    if api_version not in launcher_gang.SIZE_FIELD:
+        assert calls == []  # not even a read
+    assert said in capfd.readouterr().err
+
+
 def test_an_agent_the_role_lets_not_lower_the_gang_says_what_to_grant(monkeypatch, capfd):
     import io
     import urllib.error

@@ -35,8 +35,11 @@ Usage: include "tf-cluster.env" (dict "context" $ "role" "worker" "spec" $role)
 {{- end -}}
 {{- $program := not .chartOnly -}}{{- /* the agent sidecar runs no program: no exit-code rule, no exporter, no threads */ -}}
 {{- if and .chartOnly (include "tf-cluster.relaxesGang" $r) -}}
-{{- /* the gang the agent lowers to 1 once its task finished (files/tf_cluster_launcher/gang.py) */ -}}
+{{- /* the gang the agent lowers to 1 once its task finished (files/tf_cluster_launcher/gang.py), and its API */ -}}
 {{- $env = append $env (dict "name" "TF_CLUSTER_POD_GROUP" "value" (include "tf-cluster.podGroupName" $ctx)) -}}
+{{- if ne (include "tf-cluster.gang" $ctx) "native" -}}{{- /* the agent's default is Kubernetes' own: its pods stay as they were */ -}}
+{{- $env = append $env (dict "name" "TF_CLUSTER_POD_GROUP_API" "value" (include "tf-cluster.podGroupApi" $ctx)) -}}
+{{- end -}}
 {{- end -}}
 {{- if $program -}}
 {{- $env = append $env (dict "name" "TF_CLUSTER_RESTARTS" "value" (ternary "true" "false" (eq (include "tf-cluster.restartsUncounted" $r) "true"))) -}}

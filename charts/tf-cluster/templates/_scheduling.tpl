@@ -60,18 +60,24 @@ single
 {{- end -}}
 {{- end -}}
 
-{{/* "true" when the role's pods are in Kubernetes' own gang (a PodGroup of
-     scheduling.k8s.io/v1beta1): a finished task's agent lowers the gang's minCount to 1, so that a
-     task replaced once another has finished is placed at all (files/tf_cluster_launcher/gang.py).
+{{/* "true" when the role's pods are in a gang whose finished tasks lower it: a finished task's
+     agent lowers the group's size to 1, so that a task replaced once another has finished is
+     placed at all (files/tf_cluster_launcher/gang.py).
      Usage: include "tf-cluster.relaxesGang" (dict "context" $ "role" "worker") */}}
 {{- define "tf-cluster.relaxesGang" -}}
 {{- if and (include "tf-cluster.anyRelaxesGang" .context) (include "tf-cluster.inGang" .) -}}true{{- end -}}
 {{- end -}}
 
-{{/* "true" when the gang's finished tasks lower it: Kubernetes' own gang, of more than one task
-     (the Role then may read and patch the run's PodGroup). */}}
+{{/* "true" when the gang's finished tasks lower it: Kubernetes' own gang or scheduler-plugins'
+     coscheduling (both count no finished pod toward the group's size; Volcano counts a job's
+     Succeeded tasks), of more than one task (the Role then may read and patch the run's PodGroup). */}}
 {{- define "tf-cluster.anyRelaxesGang" -}}
-{{- if and (eq (include "tf-cluster.gang" .) "native") (gt (int (include "tf-cluster.gangSize" .)) 1) -}}true{{- end -}}
+{{- if and (has (include "tf-cluster.gang" .) (list "native" "coscheduling")) (gt (int (include "tf-cluster.gangSize" .)) 1) -}}true{{- end -}}
+{{- end -}}
+
+{{/* The API (group/version) of the gang's PodGroup; "" without a gang. */}}
+{{- define "tf-cluster.podGroupApi" -}}
+{{- get (dict "native" "scheduling.k8s.io/v1beta1" "coscheduling" "scheduling.x-k8s.io/v1alpha1" "volcano" "scheduling.volcano.sh/v1beta1") (include "tf-cluster.gang" .) -}}
 {{- end -}}
 
 {{/* The scheduler a gang pod uses when its role names none: the gang scheduler's. */}}

@@ -99,7 +99,21 @@ type, with the whole training cluster.
 {{- $bytes := add (len (include "tf-cluster.tfConfig" (dict "context" . "role" "evaluator"))) (len "TF_CONFIG=") 1 -}}
 {{- if gt $bytes $limit -}}
 {{- $tasks := include "tf-cluster.trainingTaskCount" . -}}
-{{- fail (printf "TF_CONFIG for %s training tasks would be %d bytes, over Linux's %d-byte limit for one environment variable. Every task address is <fullname>-<role>-<run>-<index>.<fullname>:<port>: set fullnameOverride to a short name (now %q), set run.suffix to none or a short string, keep tfConfig.fullyQualified false, or reduce roles.*.replicas" $tasks $bytes $limit (include "tf-cluster.fullname" .)) -}}
+{{- /* advise only what can still be shortened */ -}}
+{{- $advice := list -}}
+{{- $fullname := include "tf-cluster.fullname" . -}}
+{{- if gt (len $fullname) 1 -}}
+{{- $advice = append $advice (printf "set fullnameOverride to a short name (now %q)" $fullname) -}}
+{{- end -}}
+{{- $suffix := include "tf-cluster.runSuffix" . -}}
+{{- if $suffix -}}
+{{- $advice = append $advice (printf "set run.suffix to none or a shorter string (now %q)" $suffix) -}}
+{{- end -}}
+{{- if .Values.tfConfig.fullyQualified -}}
+{{- $advice = append $advice "set tfConfig.fullyQualified to false" -}}
+{{- end -}}
+{{- $advice = append $advice "reduce roles.*.replicas" -}}
+{{- fail (printf "TF_CONFIG for %s training tasks would be %d bytes, over Linux's %d-byte limit for one environment variable. Every task address is <fullname>-<role>-<run>-<index>.<fullname>:<port>: %s" $tasks $bytes $limit (join ", " $advice)) -}}
 {{- end -}}
 {{- end -}}
 

@@ -20,7 +20,7 @@ training container's launcher through files in a directory that only it can writ
 
 It runs until the pod's containers stop (SIGTERM from the kubelet once the training container has
 exited) and exits 0; then, in a gang (TF_CLUSTER_POD_GROUP), if the program exited 0, it lowers the
-gang's minCount to 1 (gang.py).
+gang's size (minCount; coscheduling's minMember) to 1 (gang.py).
 """
 
 from __future__ import annotations
