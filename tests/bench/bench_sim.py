@@ -45,6 +45,7 @@ import argparse
 import contextlib
 import http.client
 import json
+import os
 import re
 import shutil
 import signal
@@ -420,6 +421,15 @@ def idle_shares(edges: list[dict]) -> list[float]:
     return out
 
 
+def children(pid: int) -> list[int]:
+    """The processes `pid` started (any of its threads), from /proc."""
+    found = []
+    for listing in Path(f"/proc/{pid}/task").glob("*/children"):
+        with contextlib.suppress(OSError):
+            found += [int(c) for c in listing.read_text().split()]
+    return found
+
+
 class Launchers:
     """The sampled tasks' real launchers (each with its agent sidecar: hack/node/sim.py `task`), their
     output read as it comes: when each started its program, its log."""
@@ -430,8 +440,10 @@ class Launchers:
         self.logs: dict[str, list[str]] = {}
         self.started: dict[str, float] = {}
         self.lost: set[str] = set()  # killed with their node (the fault)
-        # the program sleeps until after the last window: all are stopped together
-        program = ["sh", "-c", f"sleep $(( {int(self.t0 + lives)} - $(date +%s) ))"]
+        # the program sleeps until after the last window: all are stopped together. exec: the program
+        # is the one `sleep` (dash runs `sh -c "sleep ..."` as two processes, and the "before" launcher
+        # signals its child's pid alone: the `sleep` outlived it)
+        program = ["sh", "-c", f"exec sleep $(( {int(self.t0 + lives)} - $(date +%s) ))"]
         ACTIVE.add(self.stop)
         for pod in pods:
             name = pod["metadata"]["name"]
@@ -456,12 +468,17 @@ class Launchers:
                 raise RuntimeError(f"{len(self.procs) - len(self.started)} launcher(s) not started after {limit:.0f} s")
 
     def kill(self, name: str) -> None:
-        """The task and its agent end at once, as they do when their node dies: nothing said on the way out."""
+        """The task and its agent end at once, as they do when their node dies: nothing said on the way
+        out, and the program with them (it would outlive its launcher, in a process group of its own)."""
         self.lost.add(name)
         agent = self.sim.agents.get(name)
         for p in (self.procs[name], agent):
             if p is not None and p.poll() is None:
+                programs = children(p.pid)
                 p.kill()
+                for pid in programs:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
 
     def peak_mb(self) -> list[float]:
         """Each live launcher's peak resident memory (the pid is the launcher: unshare and sh exec it)."""

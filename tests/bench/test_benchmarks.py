@@ -486,3 +486,37 @@ def test_a_simulated_cluster_taken_down_starts_nothing_more(tmp_path):
     with pytest.raises(RuntimeError, match="was taken down"):
         sim.task(pod, tmp_path / "launcher.py", ["true"], tmp_path)
     assert "late" not in sim.procs and sim.tasks == []
+
+
+def test_a_lost_nodes_launcher_takes_its_program_with_it():
+    """bench_sim's fault kills a launcher as its node dies; its program, in a process group of its
+    own (as today's launcher starts it), must not outlive it (reaped.py found such leftovers)."""
+    import types
+
+    import bench_sim
+
+    starts_program = "import subprocess, time; subprocess.Popen(['sleep', '60'], process_group=0); time.sleep(60)"
+    launcher = subprocess.Popen([sys.executable, "-c", starts_program])
+    deadline = time.monotonic() + 10
+    while not bench_sim.children(launcher.pid):
+        assert time.monotonic() < deadline, "the launcher started no program"
+        time.sleep(0.05)
+    (program,) = bench_sim.children(launcher.pid)
+    assert os.getpgid(program) != os.getpgid(launcher.pid)
+    launchers = bench_sim.Launchers.__new__(bench_sim.Launchers)  # only what kill() reads
+    launchers.procs, launchers.lost = {"w-0": launcher}, set()
+    launchers.sim = types.SimpleNamespace(agents={})
+    launchers.kill("w-0")
+    launcher.wait(10)
+
+    def running(pid: int) -> bool:  # neither gone nor a zombie (read at once: it may be reaped meanwhile)
+        try:
+            return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+        except OSError:
+            return False
+
+    deadline = time.monotonic() + 10
+    while running(program):
+        assert time.monotonic() < deadline, "the program outlived its launcher"
+        time.sleep(0.05)
+    assert launchers.lost == {"w-0"}
