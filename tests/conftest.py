@@ -63,7 +63,9 @@ def pytest_runtest_logreport(report) -> None:
 
 
 def pytest_sessionfinish(session) -> None:
-    if not os.environ.get("TF_CLUSTER_TIMINGS") or not _module_times:
+    # under pytest-xdist (make test) the controller records: it receives every worker's reports
+    worker = hasattr(session.config, "workerinput")
+    if worker or not os.environ.get("TF_CLUSTER_TIMINGS") or not _module_times:
         return
     import sys
     from pathlib import Path

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import os
 from pathlib import Path
 
 import yaml
@@ -19,8 +21,12 @@ HELM_VERSIONS = ("4", "3")
 def _render(values_yaml: str, helm_major: str, release: str, namespace: str) -> str:
     values_path = Path(ROOT / "build" / "test-values")
     values_path.mkdir(parents=True, exist_ok=True)
-    f = values_path / f"v{abs(hash(values_yaml))}.yaml"
-    f.write_text(values_yaml)
+    # named by its content, written whole: `make test`'s processes (pytest-xdist) may write the same
+    # file at once, and none may read it half-written
+    f = values_path / f"v{hashlib.sha256(values_yaml.encode()).hexdigest()[:16]}.yaml"
+    tmp = f.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(values_yaml)
+    tmp.replace(f)
     return helm.template([f], release=release, namespace=namespace, helm=helm_major)
 
 
