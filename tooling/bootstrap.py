@@ -82,6 +82,12 @@ class BootstrapError(RuntimeError):
     pass
 
 
+# Every Go build here (and in hack/node/build.sh): the compiler writes no debug information
+# (DWARF), which the linker's -w drops anyway and nothing here reads. Same binaries but for their
+# build id; 13 % less CPU for a cold build of CoreDNS (240 vs 276 s, CONTRIBUTING.md).
+NO_DWARF = "-gcflags=all=-dwarf=false"
+
+
 def log(msg: str) -> None:
     print(f"[setup] {msg}", flush=True)
 
@@ -236,7 +242,17 @@ def install_helm(name: str, module: str, version: str) -> None:
                             f"-X {module}/{pkg}.k8sVersionMinor={minor}",
                         ]
                 run(
-                    [go, "build", "-trimpath", "-ldflags", " ".join(ldflags), "-o", f"{tmp}/helm", "./cmd/helm"],
+                    [
+                        go,
+                        "build",
+                        "-trimpath",
+                        NO_DWARF,
+                        "-ldflags",
+                        " ".join(ldflags),
+                        "-o",
+                        f"{tmp}/helm",
+                        "./cmd/helm",
+                    ],
                     cwd=mod["Dir"],
                     env=env,
                 )
@@ -275,7 +291,7 @@ def install_go_tool(name: str, module: str) -> None:
     log(f"building {module} with the Go toolchain (~30 s)")
     env = dict(os.environ, GOBIN=str(TOOLS), CGO_ENABLED="0")
     try:
-        run([go, "install", module], env=env)
+        run([go, "install", NO_DWARF, "-ldflags=-s -w", module], env=env)
     except subprocess.CalledProcessError as e:
         raise BootstrapError(f"go install {module} failed: {e.stderr.strip()[-800:]}") from e
     stamp.write_text(module)
@@ -311,7 +327,11 @@ def install_go_module_build(name: str, module: str, version: str, package: str, 
             shutil.copytree(info["Dir"], src)
             for path in [src, *src.rglob("*")]:  # the module cache is read-only
                 path.chmod(path.stat().st_mode | 0o200)
-            run([go, "build", "-trimpath", "-ldflags", ldflags, "-o", str(dest), package], env=env, cwd=src)
+            run(
+                [go, "build", "-trimpath", NO_DWARF, "-ldflags", f"-s -w {ldflags}", "-o", str(dest), package],
+                env=env,
+                cwd=src,
+            )
     except subprocess.CalledProcessError as e:
         raise BootstrapError(f"building {module}@{version} failed: {e.stderr.strip()[-800:]}") from e
     stamp.write_text(f"{module}@{version}")
@@ -354,7 +374,11 @@ def install_psscheck() -> None:
         raise BootstrapError("psscheck: Go is needed to build it (apt-get install golang)")
     log("building tests/policy/psscheck (k8s.io/pod-security-admission) with the Go toolchain")
     try:
-        run([go, "build", "-o", str(dest), "."], cwd=PSSCHECK, env=dict(os.environ, CGO_ENABLED="0"))
+        run(
+            [go, "build", NO_DWARF, "-ldflags=-s -w", "-o", str(dest), "."],
+            cwd=PSSCHECK,
+            env=dict(os.environ, CGO_ENABLED="0"),
+        )
     except subprocess.CalledProcessError as e:
         raise BootstrapError(f"building psscheck failed: {e.stderr.strip()[-800:]}") from e
     stamp.write_text(want)
