@@ -6,15 +6,15 @@
 # the count are fixed here, before any run. Its modules are downloaded first (not timed).
 #   hack/go-dwarf-ab.sh [work-dir]       (default: a temporary folder, removed at the end)
 set -euo pipefail
-COREDNS_VERSION=${COREDNS_VERSION:-1.14.7}  # hack/node/build.sh's
+# shellcheck source=hack/node/coredns-trim.sh
+. "$(dirname "$0")/node/coredns-trim.sh"  # COREDNS_VERSION, coredns_trim: build.sh's
 work=${1:-$(mktemp -d)}
 [ -n "${1:-}" ] || trap 'go clean -modcache 2>/dev/null; rm -rf "$work"' EXIT
 mkdir -p "$work"
 export GOMODCACHE=$work/mod GOFLAGS=-mod=mod GOTOOLCHAIN=local GOGC=400 CGO_ENABLED=0
 dir=$(cd "$work" && go mod download -json "github.com/coredns/coredns@v$COREDNS_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-rm -rf "$work/src" && cp -r "$dir" "$work/src" && chmod -R u+w "$work/src"
-grep -vE '^(geoip|trace|route53|azure|clouddns|etcd|nomad):' "$dir/plugin.cfg" > "$work/src/plugin.cfg"
-cd "$work/src" && GOCACHE=$work/prep go run directives_generate.go && go mod download
+GOCACHE=$work/prep coredns_trim "$dir" "$work/src"
+cd "$work/src" && go mod download
 for v in A B B A; do
   rm -rf "$work/cache"; export GOCACHE=$work/cache
   if [ "$v" = A ]; then gc=(); else gc=(-gcflags=all=-dwarf=false); fi

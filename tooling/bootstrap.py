@@ -84,7 +84,7 @@ class BootstrapError(RuntimeError):
 
 # Every Go build here (and in hack/node/build.sh): the compiler writes no debug information
 # (DWARF), which the linker's -w drops anyway and nothing here reads. Same binaries but for their
-# build id; 13 % less CPU for a cold build of CoreDNS (240 vs 276 s, CONTRIBUTING.md).
+# build id, and a cold build uses less CPU (CONTRIBUTING.md, "The CI budget").
 NO_DWARF = "-gcflags=all=-dwarf=false"
 
 

@@ -21,10 +21,11 @@ set -euo pipefail
 # the Go compiler collects garbage less often: cold builds ~10-18% quicker (tooling/bootstrap.py)
 export GOGC=${GOGC:-400}
 # and writes no debug information (DWARF) that the linker's -w drops anyway: the binaries are the
-# same but for their build id; a cold build of CoreDNS used 13 % less CPU (240 vs 276 s, CONTRIBUTING.md)
+# same but for their build id, and a cold build uses less CPU (CONTRIBUTING.md, "The CI budget")
 NODWARF=-gcflags=all=-dwarf=false
+# shellcheck source=hack/node/coredns-trim.sh
+. "$(dirname "$0")/coredns-trim.sh"  # COREDNS_VERSION, coredns_trim
 K8S_VERSION=${K8S_VERSION:-$(cat "$(dirname "$0")/k8s-version")}  # v1.X.Y <-> staging modules v0.X.Y
-COREDNS_VERSION=${COREDNS_VERSION:-1.14.7}
 LOCAL_PATH_VERSION=${LOCAL_PATH_VERSION:-0.0.30}   # Rancher's local-path-provisioner: kind's default storage
 ARGOCD_VERSION=${ARGOCD_VERSION:-3.6.1}
 ARGOCD_DIR=${ARGOCD_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/tf-cluster/argocd-$ARGOCD_VERSION}
@@ -141,18 +142,14 @@ build_one() {  # build_one COMPONENT: one of the components besides Kubernetes'
   t0=$(date +%s%N)
   case $c in
     coredns)
-      # CoreDNS as its docs say to trim it: its plugin.cfg without the plugins that bring the
-      # heaviest dependencies and that no Corefile here uses (cloud DNS backends, GeoIP, tracing,
-      # etcd, Nomad), then `go generate`'s directives step and a build of the copy.
+      # trimmed (coredns-trim.sh), then a build of the trimmed copy
       if [ ! -x "$out/coredns" ]; then
         need_go coredns
         log "building CoreDNS v$COREDNS_VERSION without its cloud, tracing and etcd plugins (cold: ~3 min)"
         dwork=$(mktemp -d); cleanups+=("$dwork")
         ddir=$(cd "$dwork" && GOFLAGS=-mod=mod go mod download -json "github.com/coredns/coredns@v$COREDNS_VERSION" | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')
-        cp -r "$ddir" "$dwork/src" && chmod -R u+w "$dwork/src"
-        grep -vE '^(geoip|trace|route53|azure|clouddns|etcd|nomad):' "$ddir/plugin.cfg" > "$dwork/src/plugin.cfg"
-        (cd "$dwork/src" && GOFLAGS=-mod=mod go run directives_generate.go \
-          && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath "$NODWARF" -ldflags "-s -w" -o "$out/coredns.tmp" .)
+        coredns_trim "$ddir" "$dwork/src"
+        (cd "$dwork/src" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath "$NODWARF" -ldflags "-s -w" -o "$out/coredns.tmp" .)
         mv "$out/coredns.tmp" "$out/coredns"
       fi;;
     local-path-provisioner)
