@@ -94,12 +94,15 @@ def test_killing_a_parameter_server_worker_mid_run_still_completes(tmp_path):
     assert task(c, "chief-0").exit_codes == [0]
 
 
-def mwms_with_worker_1_signalled(tmp_path: Path, sig: int, at_epoch: int, epochs: int, steps: int) -> LocalRunner:
+def mwms_with_worker_1_signalled(
+    tmp_path: Path, sig: int, at_epoch: int, epochs: int, steps: int, env: tuple[tuple[str, str], ...] = ()
+) -> LocalRunner:
     """The MWMS example run to its end, worker 1 sent `sig` once (as a node would, as
     LocalCluster.kill does) when it reports epoch `at_epoch`. Both workers share the backup volume,
-    as a pvc would in a cluster."""
+    as a pvc would in a cluster. `env`: more of the example trainer's settings."""
     signalled = threading.Event()
-    values = {"env": [{"name": "EPOCHS", "value": str(epochs)}, {"name": "STEPS_PER_EPOCH", "value": str(steps)}]}
+    settings = (("EPOCHS", str(epochs)), ("STEPS_PER_EPOCH", str(steps)), *env)
+    values = {"env": [{"name": k, "value": v} for k, v in settings]}
 
     def on_line(t, line):
         if t.name == "worker-1" and t.progress.get("epoch") == at_epoch and not signalled.is_set():
@@ -124,13 +127,19 @@ def test_a_sigterm_mid_epoch_saves_every_worker_at_that_step_and_the_run_resumes
     """The example trainer's preemption checkpoint (TensorFlow's PreemptionCheckpointHandler): a
     worker signalled mid-run makes both finish the step in progress, save at it and exit 42, which
     job.restartExitCodes does not count; both resume at that step. test_faults.py evicts a worker on
-    the real cluster and compares it with the trainer's epoch backups alone."""
-    c = mwms_with_worker_1_signalled(tmp_path, signal.SIGTERM, at_epoch=1, epochs=3, steps=200)
+    the real cluster and compares it with the trainer's epoch backups alone. With
+    EPOCHS_AFTER_RESUME=2 (what the cut-off node scenario sets), both end together 2 epochs after
+    the one they resumed in, short of EPOCHS, and the run completes."""
+    env = (("EPOCHS_AFTER_RESUME", "2"),)
+    c = mwms_with_worker_1_signalled(tmp_path, signal.SIGTERM, at_epoch=1, epochs=6, steps=200, env=env)
     for name in ("worker-0", "worker-1"):
         t = task(c, name)
         assert t.exit_codes == [42, 0] and t.failures == 0, (name, t.exit_codes, t.failures)
         steps = {e["event"]: e for e in t.reported.events if e.get("event") in ("stopped", "resumed")}
         assert steps["resumed"]["step"] == steps["stopped"]["step"] > 200, (name, t.reported.events)
+        # the epoch it resumed in (0-based) and the last epoch it reported (1-based): R + 2 < 6
+        assert t.reported.progress["epoch"] == steps["resumed"]["epoch"] + 2 < 6, (name, t.reported.events)
+    assert task(c, "worker-0").result["chief"] is True
 
 
 @pytest.mark.parametrize(

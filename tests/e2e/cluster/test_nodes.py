@@ -746,11 +746,14 @@ def test_a_node_cut_off_from_the_control_plane_stops_its_task_before_the_fence_r
 
     release = "cutoff"
     # The chief trains on, cut off at epoch 2, until its self-fence: 55-93 s after the cut in CI, at
-    # most ~140 s (the bound asserted below). 18 epochs leave 16 after the cut, >= 144 s at the
-    # fastest pace (~9 s an epoch on an idle node; ~30 s beside the other lane). With 24, the
-    # replacement trained 19 more epochs after it resumed: 934-1,101 s for this test in CI.
-    total = 18
-    victim = mwms_over_three_nodes(api, ns, tmp_path, release, total, lost_node, leader_on_it=True, sets=WRITERS_LOG)
+    # most ~140 s (the bound asserted below). 30 epochs leave 28 after the cut, ~250 s at the
+    # fastest pace (~9 s an epoch on an idle node; ~26 s beside the other lane): it cannot finish
+    # first. Every task resumes from the save its self-fence made (TensorFlow's preemption save)
+    # and trains 2 more epochs whatever the pace (EPOCHS_AFTER_RESUME): with 18 epochs and no such
+    # end, the replacement trained 14 epochs after it resumed in a cold CI run (752 s for this test).
+    total = 30
+    sets = (*WRITERS_LOG, "env[3].name=EPOCHS_AFTER_RESUME", "env[3].value=2")
+    victim = mwms_over_three_nodes(api, ns, tmp_path, release, total, lost_node, leader_on_it=True, sets=sets)
     core = client.CoreV1Api(api)
     cid = next(
         cs.container_id
@@ -817,15 +820,18 @@ def test_a_node_cut_off_from_the_control_plane_stops_its_task_before_the_fence_r
     old_chief = [b for a, b, pod in spans["chief:0"] if pod == victim]
     assert old_chief and old_chief[0] < t_fenced, "the cut-off chief wrote after the fence"
     assert len(spans["chief:0"]) >= 2, "the chief's replacement trained"
-    resumed = progress.TaskProgress.of_log(
+    chief_done = progress.TaskProgress.of_log(
         log(api, ns, next(p.metadata.name for p in pods_of(api, ns, "-chief-") if p.status.phase == "Succeeded"))
-    ).resumed_at()
+    )
+    resumed = chief_done.resumed_at()
     # none: the cut-off chief finished (its backup is removed at the end) before its self-fence,
     # so this run is too short for this machine's pace
     assert resumed and 2 <= resumed[-1] < total, (
         f"training resumes from the checkpoint, not from epoch 0 (resumed at {resumed}; {total} epochs: "
         f"none means the cut-off chief finished before its self-fence stopped it)"
     )
+    ended = chief_done.progress.get("epoch")
+    assert ended == resumed[-1] + 2, f"EPOCHS_AFTER_RESUME=2: resumed in epoch {resumed[-1]}, ended at {ended}"
     model_exported(api, ns, release)
 
 

@@ -30,6 +30,12 @@ def setting(name, default):
 EPOCHS = setting("EPOCHS", 4)
 STEPS_PER_EPOCH = setting("STEPS_PER_EPOCH", 30)
 BATCH_SIZE = setting("BATCH_SIZE", 64)
+# EPOCHS_AFTER_RESUME=N (the e2e tests' lost-node scenarios; 0, the default: off): a run that
+# resumed from a backup at epoch R ends after epoch R+N-1 (the rest of R and N-1 more), or at
+# EPOCHS if that comes first, so that what it trains after a fault does not depend on how fast
+# the machine was before it. Every task must resume from the same backup, or the ones that did
+# not would train on alone: under MultiWorkerMirrored a lost task restarts them all.
+EPOCHS_AFTER_RESUME = setting("EPOCHS_AFTER_RESUME", 0)
 
 
 def dirs():
@@ -188,11 +194,13 @@ def progress_callback(keras, epochs, steps=True):
     resumed.step` (tests/e2e/cluster/test_faults.py measures it). Put it first in `callbacks`, so that
     a step is counted before a callback after it saves and exits there (BackupAndRestore's
     preemption save). steps=False: epochs only (Keras refuses batch-level callbacks under
-    ParameterServerStrategy), `resumed` at an epoch's first step and no `stopped`."""
+    ParameterServerStrategy), `resumed` at an epoch's first step and no `stopped`. With
+    EPOCHS_AFTER_RESUME, a resumed run stops that many epochs after the one it resumed in."""
 
     class Progress(keras.callbacks.Callback):
         epoch = 0
         step = None  # global steps finished (epoch * steps per epoch + batches), once training began
+        resumed = None  # the epoch this run resumed in (None: it began at the first step)
         finished = False
 
         def on_train_begin(self, logs=None):
@@ -206,11 +214,16 @@ def progress_callback(keras, epochs, steps=True):
         def began(self, batch):
             self.step = int(self.epoch * (self.params.get("steps") or 0) + batch)
             if self.step > 0:
+                self.resumed = self.epoch
                 emit("EVENT", event="resumed", epoch=self.epoch, step=self.step)
 
         def on_epoch_end(self, epoch, logs=None):
             logs = {k: round(float(v), 4) for k, v in (logs or {}).items()}
             emit("PROGRESS", epoch=epoch + 1, epochs=epochs, **logs)
+            after = EPOCHS_AFTER_RESUME
+            if after > 0 and self.resumed is not None and epoch + 1 >= self.resumed + after:
+                print(f"ending at epoch {epoch + 1}: EPOCHS_AFTER_RESUME={after} from epoch {self.resumed}", flush=True)
+                self.model.stop_training = True
 
         def on_train_end(self, logs=None):
             self.finished = True
