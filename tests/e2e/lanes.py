@@ -48,6 +48,10 @@ BESIDE = [
     # test_quota.py (38 s) since `make test` runs on both cores (54988f0) and the cut-off node's
     # run is shorter (92e52f8): in the fresh-clone run of 92e52f8 lane 1 took 2,080 s, lane 2 1,977
     "test_quota.py",
+    # back here (~160-190 s, docs/development/e2e-soak.md) since the cut-off node's run ends 2 epochs
+    # after it resumes (EPOCHS_AFTER_RESUME): that scenario took 752 s of lane 2's 1,990 s in the
+    # cold run of d1462ab, ~300 s of it the 14 epochs its replacement trained after resuming
+    "test_faults.py::test_an_evicted_mwms_worker_costs_no_step",
 ]
 # Alone, after the lanes: whole modules, or single scenarios of a module whose others share the cluster
 ALONE = [
