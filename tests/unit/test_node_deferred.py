@@ -121,7 +121,8 @@ def test_the_node_build_leaves_out_what_is_deferred(defer, built, tmp_path):
     script = (Path(deferred.HERE) / "build.sh").read_text()
     head = script[: script.index("log() {")]  # everything before the first build step
     r = subprocess.run(
-        ["bash", "-c", head + '\nprintf "%s\\n" "${want[@]}"'],
+        # $0 is build.sh's own path: its head sources files beside it
+        ["bash", "-c", head + '\nprintf "%s\\n" "${want[@]}"', str(Path(deferred.HERE) / "build.sh")],
         capture_output=True,
         text=True,
         env={"TF_CLUSTER_NODE_DEFER": defer, "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}
