@@ -5,15 +5,26 @@ once, what they request together, what the nodes have free, and what is missing.
 
 The scheduler's own words (kube-scheduler 1.37, GangScheduling plugin) are kept: the pods'
 `PodScheduled=False` message ("minCount (3) cannot be satisfied: 1 scheduled, 0 remaining", or a
-node fit error) and the PodGroup's `PodGroupInitiallyScheduled` condition.
+node fit error) and the PodGroup's `PodGroupInitiallyScheduled` condition, less one phrase of
+the dynamic-resources plugin that is not a reason (SCHEDULER_NOISE).
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+# kube-scheduler 1.37.2 adds this to a waiting gang's message when no pod claims a device: its
+# dynamic-resources plugin finds no state for the group and errs instead of passing
+# (docs/user-guide/gang-scheduling.md). It is not why the gang waits: left out of what we quote.
+SCHEDULER_NOISE = re.compile(r'[\s;,:]*error in "DynamicResources" PodGroupPostFilter plugins: not found')
+
+
+def without_noise(message: str) -> str:
+    """The scheduler's message less the dynamic-resources plugin's "not found" ("" if that was all)."""
+    return SCHEDULER_NOISE.sub("", message or "").strip(" ;,:")
 
 
 def quantity(text) -> Decimal:
@@ -60,9 +71,10 @@ class Gang:
         msgs = []
         for p in self.unbound:
             for c in p.status.conditions or []:
-                if c.type == "PodScheduled" and c.status == "False" and c.message and c.message not in msgs:
-                    msgs.append(c.message)
-        return "; ".join(msgs[:2]) or self.condition
+                said = without_noise(c.message) if c.type == "PodScheduled" and c.status == "False" else ""
+                if said and said not in msgs:
+                    msgs.append(said)
+        return "; ".join(msgs[:2]) or without_noise(self.condition)
 
 
 def gangs(snap) -> dict[str, Gang]:
