@@ -291,7 +291,7 @@ def install_go_tool(name: str, module: str) -> None:
     log(f"building {module} with the Go toolchain (~30 s)")
     env = dict(os.environ, GOBIN=str(TOOLS), CGO_ENABLED="0")
     try:
-        run([go, "install", NO_DWARF, "-ldflags=-s -w", module], env=env)
+        run([go, "install", "-trimpath", NO_DWARF, "-ldflags=-s -w", module], env=env)
     except subprocess.CalledProcessError as e:
         raise BootstrapError(f"go install {module} failed: {e.stderr.strip()[-800:]}") from e
     stamp.write_text(module)
@@ -375,7 +375,7 @@ def install_psscheck() -> None:
     log("building tests/policy/psscheck (k8s.io/pod-security-admission) with the Go toolchain")
     try:
         run(
-            [go, "build", NO_DWARF, "-ldflags=-s -w", "-o", str(dest), "."],
+            [go, "build", "-trimpath", NO_DWARF, "-ldflags=-s -w", "-o", str(dest), "."],
             cwd=PSSCHECK,
             env=dict(os.environ, CGO_ENABLED="0"),
         )
