@@ -4,7 +4,12 @@
 Stdlib only (it runs before the virtualenv exists). Every recorder appends one line to the file
 named by ``$TF_CLUSTER_TIMINGS`` (nothing is recorded when it is unset):
 
-    <phase>\t<seconds>\t<start, epoch seconds>\t<exit code>
+    <phase>\t<seconds>\t<start, epoch seconds>\t<exit code>[\t<CPU seconds>]
+
+The CPU seconds (user + system) are those of the phase's own processes and of every process they
+started and waited for: on CI's two CPU-bound cores a cold run is its CPU work, so the table says
+which steps that work is, not only how long they took beside each other. A recorder that cannot
+tell its phase's CPU apart (bootstrap.py's steps run beside each other in threads) leaves it out.
 
 A phase name is a path: ``e2e/build/cilium`` is part of ``e2e/build``, which is part of ``e2e``.
 Recorders: ``timings.py run PHASE -- ARGV...`` (the Makefile's steps), :func:`record` and
@@ -39,9 +44,16 @@ class Phase:
     seconds: float
     start: float
     rc: int
+    cpu: float | None = None  # user + system seconds of its processes; None: not measured
 
 
-def record(name: str, seconds: float, start: float, rc: int = 0) -> None:
+def cpu_seconds() -> float:
+    """User + system seconds of this process and of the children it has waited for."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def record(name: str, seconds: float, start: float, rc: int = 0, cpu: float | None = None) -> None:
     """Append one finished phase to $TF_CLUSTER_TIMINGS (no-op when unset)."""
     path = os.environ.get(ENV)
     if not path:
@@ -49,7 +61,7 @@ def record(name: str, seconds: float, start: float, rc: int = 0) -> None:
     parent = os.environ.get(PARENT)
     clean = (f"{parent}/{name}" if parent else name).replace("\t", " ").replace("\n", " ")
     with open(path, "a", encoding="utf-8") as f:  # one short write: lines from parallel recorders stay whole
-        f.write(f"{clean}\t{seconds:.1f}\t{start:.1f}\t{rc}\n")
+        f.write(f"{clean}\t{seconds:.1f}\t{start:.1f}\t{rc}" + ("" if cpu is None else f"\t{cpu:.1f}") + "\n")
 
 
 @contextlib.contextmanager
@@ -67,10 +79,11 @@ def read(path: Path) -> list[Phase]:
     phases = []
     for line in path.read_text(encoding="utf-8").splitlines():
         parts = line.split("\t")
-        if len(parts) != 4:
+        if len(parts) not in (4, 5):
             continue  # a line cut by a crash: the rest of the report still stands
         try:
-            phases.append(Phase(parts[0], float(parts[1]), float(parts[2]), int(parts[3])))
+            cpu = float(parts[4]) if len(parts) == 5 else None
+            phases.append(Phase(parts[0], float(parts[1]), float(parts[2]), int(parts[3]), cpu))
         except ValueError:
             continue
     return sorted(phases, key=lambda p: p.start)
@@ -103,22 +116,26 @@ def tree(phases: list[Phase]) -> list[tuple[int, str, Phase]]:
 
 
 def report(phases: list[Phase], width: int = 64) -> str:
-    """The table CI prints: each phase with its seconds, children indented under their parent
-    (siblings in the order they started), quick ones counted; the wall time from the first start
-    to the last end."""
+    """The table CI prints: each phase with its seconds and, where measured, its CPU seconds,
+    children indented under their parent (siblings in the order they started), quick ones
+    counted; the wall time from the first start to the last end."""
     if not phases:
         return "[timing] nothing recorded"
     first = min(p.start for p in phases)
     last = max(p.start + p.seconds for p in phases)
-    lines = [f"[timing] where the time went ({ENV}); top-level phases may run side by side"]
-    lines.append(f"  {'phase':<{width}} {'seconds':>8}  {'from start':>10}")
+    lines = [
+        f"[timing] where the time went ({ENV}); top-level phases may run side by side; CPU s: user + system"
+        " seconds of the step's processes and of those they waited for (not the node's daemons)"
+    ]
+    lines.append(f"  {'phase':<{width}} {'seconds':>8} {'CPU s':>8}  {'from start':>10}")
     quick = 0
     for depth, label, p in tree(phases):
         if p.seconds < QUICK and depth > 0 and not p.rc:
             quick += 1
             continue
         text = "  " * depth + label + ("  FAILED" if p.rc else "")
-        lines.append(f"  {text:<{width}} {p.seconds:>8.1f}  {p.start - first:>9.0f}s")
+        cpu = "" if p.cpu is None else f"{p.cpu:.1f}"
+        lines.append(f"  {text:<{width}} {p.seconds:>8.1f} {cpu:>8}  {p.start - first:>9.0f}s")
     if quick:
         lines.append(f"  ({quick} phases under {QUICK:.0f} s not listed: cached or nothing to do)")
     lines.append(f"  {'wall, first start to last end':<{width}} {last - first:>8.1f}  ({fmt(last - first)})")
@@ -148,11 +165,11 @@ def main(argv: list[str]) -> int:
         if not cmd:
             print("timings.py run PHASE -- ARGV...", file=sys.stderr)
             return 2
-        start, t0 = time.time(), time.monotonic()
+        start, t0, cpu0 = time.time(), time.monotonic(), cpu_seconds()
         parent = os.environ.get(PARENT)
         env = dict(os.environ, **{PARENT: f"{parent}/{args.phase}" if parent else args.phase})
         rc = subprocess.call(cmd, env=env)
-        record(args.phase, time.monotonic() - t0, start, rc)
+        record(args.phase, time.monotonic() - t0, start, rc, cpu_seconds() - cpu0)
         return rc
     if not args.file or not Path(args.file).exists():
         print(f"[timing] no record (set {ENV}, or --file)")

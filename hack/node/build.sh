@@ -67,13 +67,8 @@ if [ -n "${TF_CLUSTER_GO_SCRATCH:-}" ]; then
         go clean -modcache 2>/dev/null; rm -rf "$scratch"
         log "Go caches of these builds removed (${du_mb:-0} MB; TF_CLUSTER_GO_SCRATCH)"' EXIT
 fi
-# One line per component into $TF_CLUSTER_TIMINGS (tooling/timings.py's format), when it is set.
-timing() {  # timing NAME START (date +%s%N)
-  [ -n "${TF_CLUSTER_TIMINGS:-}" ] || return 0
-  local ms=$(( ($(date +%s%N) - $2) / 1000000 ))
-  printf '%s\t%d.%d\t%d\t0\n' "${TF_CLUSTER_TIMING_PHASE:+$TF_CLUSTER_TIMING_PHASE/}$1" \
-    $((ms / 1000)) $(((ms % 1000) / 100)) $(($2 / 1000000000)) >> "$TF_CLUSTER_TIMINGS"
-}
+# shellcheck source=hack/node/timing.sh
+. "$(dirname "$0")/timing.sh"  # stamp, timing: a line per component in the timing record
 need_go() { command -v go >/dev/null || { log "Go is needed to build $1 (install golang)"; exit 1; }; }
 APT_LOCK=/run/lock/tf-cluster-apt.lock  # one apt at a time: also install-builder.sh's and hack/node/cli.py's
 apt_install() {  # Debian packages, as root; retried once after `apt-get update`
@@ -112,7 +107,7 @@ lock_kubernetes() {
 
 build_kubernetes() {  # the Kubernetes components wanted, in one `go build`
   if [ ${#k8s[@]} -gt 0 ]; then
-    t0=$(date +%s%N)
+    t0=$(stamp)
     need_go "${k8s[*]}"
     work=$(mktemp -d); cleanups+=("$work")
     (
@@ -141,7 +136,7 @@ build_kubernetes() {  # the Kubernetes components wanted, in one `go build`
 
 build_one() {  # build_one COMPONENT: one of the components besides Kubernetes'
   local c=$1 t0
-  t0=$(date +%s%N)
+  t0=$(stamp)
   case $c in
     coredns)
       # trimmed (coredns-trim.sh), then a build of the trimmed copy

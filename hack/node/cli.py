@@ -11,7 +11,7 @@ import sys
 import time
 
 from . import __doc__ as DOC
-from . import deferred, storage
+from . import deferred, ledger, storage
 from .addons import up_addons
 from .argocd import ARGOCD_DIR, REGISTRY_DIR, up_argocd, up_registry
 from .config import (
@@ -167,6 +167,7 @@ def status(args) -> int:
 
 def down(args) -> int:
     t0 = time.monotonic()
+    ledger.record()  # what the node's processes and pods used, while they still run (make check's table)
     deferred.stop()
     down_extra_nodes(args.purge)
     for name in (

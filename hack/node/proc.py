@@ -56,8 +56,9 @@ def exited(pid: int) -> bool:
         return True
 
 
-def pid_of(name: str) -> int | None:
-    f = run / f"{name}.pid"
+def pid_of(name: str, pid_dir: Path | None = None) -> int | None:
+    """The pid of the harness's running process `name` (its pid file in `pid_dir`, default `run`)."""
+    f = (pid_dir or run) / f"{name}.pid"
     try:
         pid = int(f.read_text())
         if exited(pid):
