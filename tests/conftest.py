@@ -18,8 +18,9 @@ pytest_configure, pytest_runtest_setup = needs.pytest_configure, needs.pytest_ru
 
 @pytest.fixture(params=HELM_VERSIONS, ids=lambda v: f"helm{v}")
 def helm_major(request) -> str:
-    """"4" or "3": the test runs under each. A Helm 3 that is nowhere (no `make setup`, none on PATH)
-    skips the helm3 case, saying so, in a developer's partial run; CI fails it (tests/needs.py)."""
+    """Helm's major version, "4" or "3": the test runs under each. A Helm 3 that is nowhere (no
+    `make setup`, none on PATH) skips the helm3 case, saying so, in a developer's partial run; CI
+    fails it (tests/needs.py)."""
     if request.param == "3":
         from tf_cluster.errors import ToolMissing
         from tf_cluster.toolcache import helm_path

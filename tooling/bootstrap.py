@@ -18,6 +18,7 @@ registries).  Every run is idempotent; a second run takes well under a second.
 from __future__ import annotations
 
 import concurrent.futures
+import errno
 import hashlib
 import io
 import json
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import time
 import urllib.request
 import venv
 import zipfile
@@ -96,8 +98,27 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+# Two threads start processes here (the pip installs run beside the Go builds). A program one of
+# them has just written (a copied Helm) is still open for writing in the other's child between its
+# fork and its exec, and executing it in that window fails with ETXTBSY, "Text file busy": a cold
+# CI lost its virtualenv so in its first second (the venv's copied python, before the venvs were
+# made with symlinks). Such a start is tried again; any other error is raised at once.
+TEXT_BUSY_TRIES = 5
+
+
+def retry_text_busy(start):
+    for attempt in range(1, TEXT_BUSY_TRIES + 1):
+        try:
+            return start()
+        except OSError as e:
+            if e.errno != errno.ETXTBSY or attempt == TEXT_BUSY_TRIES:
+                raise
+            time.sleep(0.1 * attempt)
+    raise AssertionError("unreachable")
+
+
 def run(argv: list[str], **kw) -> subprocess.CompletedProcess:
-    return subprocess.run(argv, check=True, text=True, capture_output=True, **kw)
+    return retry_text_busy(lambda: subprocess.run(argv, check=True, text=True, capture_output=True, **kw))
 
 
 # ---------------------------------------------------------------- tools
@@ -348,7 +369,7 @@ def install_checkov() -> None:
     if not exe.exists():
         log(f"installing {CHECKOV} into {env_dir} (once; ~2 min)")
         shutil.rmtree(env_dir, ignore_errors=True)
-        venv.EnvBuilder(with_pip=True).create(env_dir)
+        make_venv(env_dir)
         try:
             run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check", CHECKOV])
         except subprocess.CalledProcessError as e:
@@ -387,10 +408,25 @@ def install_psscheck() -> None:
 # ---------------------------------------------------------------- venv
 
 
+def make_venv(where: Path) -> None:
+    """A virtualenv whose python links to this interpreter, as `python -m venv` makes it on Linux
+    (venv.EnvBuilder copies it by default: a program written, then run at once: ETXTBSY above)."""
+    builder = venv.EnvBuilder(with_pip=True, symlinks=os.name != "nt", clear=True)
+    for attempt in (1, 2):
+        try:
+            retry_text_busy(lambda: builder.create(where))
+            return
+        except subprocess.CalledProcessError as e:  # ensurepip's own words, not only its exit code
+            why = f"ensurepip, exit {e.returncode}: " + (e.output or b"").decode(errors="replace").strip()[-800:]
+            if attempt == 2:
+                raise BootstrapError(f"making the virtualenv {where} failed ({why})") from e
+            log(f"making the virtualenv {where} failed ({why}); once more")
+
+
 def pip(py: Path, *args: str) -> None:
     argv = [str(py), "-m", "pip", "install", "--disable-pip-version-check", "-q", *args]
     try:
-        subprocess.run(argv, check=True)
+        retry_text_busy(lambda: subprocess.run(argv, check=True))
     except subprocess.CalledProcessError as e:
         raise BootstrapError(f"pip failed (exit {e.returncode}): {' '.join(argv[3:])}") from e
 
@@ -399,7 +435,7 @@ def venv_python() -> Path:
     py = VENV / "bin" / "python"
     if not py.exists():
         log(f"creating virtualenv {VENV.relative_to(ROOT)}")
-        venv.EnvBuilder(with_pip=True).create(VENV)
+        make_venv(VENV)
     return py
 
 
