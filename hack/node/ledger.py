@@ -6,7 +6,8 @@ and its pods belong to none of them, yet they are most of `make e2e`'s CPU. `dow
 :func:`record` first, while every process still runs: one line per process of the harness (its
 pid files), with the CPU it and the children it reaped used since it started, and one per node for
 its pods (cgroup v1's cpuacct of the kubelet's `kubepods`, which counts pods already gone), all under
-one phase, `node CPU (while up)`, whose CPU is their sum. Nothing is recorded without
+one phase, `node CPU (while up)`, whose CPU is their sum. A process a scenario restarted (the
+kube-apiserver outage, the kubelet restart) counts from its restart only: its line's seconds say so. Nothing is recorded without
 $TF_CLUSTER_TIMINGS; a value that cannot be read is left out, and an error is said, never raised
 (a figure missing from the table must not keep the node up).
 """
