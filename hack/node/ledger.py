@@ -6,10 +6,12 @@ and its pods belong to none of them, yet they are most of `make e2e`'s CPU. `dow
 :func:`record` first, while every process still runs: one line per process of the harness (its
 pid files), with the CPU it and the children it reaped used since it started, and one per node for
 its pods (cgroup v1's cpuacct of the kubelet's `kubepods`, which counts pods already gone), all under
-one phase, `node CPU (while up)`, whose CPU is their sum. A process a scenario restarted (the
-kube-apiserver outage, the kubelet restart) counts from its restart only: its line's seconds say so. Nothing is recorded without
-$TF_CLUSTER_TIMINGS; a value that cannot be read is left out, and an error is said, never raised
-(a figure missing from the table must not keep the node up).
+one phase, `node CPU (while up)`, whose CPU is their sum. A `kubepods` cgroup outlives `down`, its
+counter with it: the kubelet's first start after `up` notes what it had counted already
+(:func:`mark_pods_start`), and only what came after is this run's. A process a scenario restarted
+(the kube-apiserver outage, the kubelet restart) counts from its restart only: its line's seconds
+say so. Nothing is recorded without $TF_CLUSTER_TIMINGS; a value that cannot be read is left out,
+and an error is said, never raised (a figure missing from the table must not keep the node up).
 """
 
 from __future__ import annotations
@@ -42,14 +44,39 @@ def process_cpu(pid: int, booted: float) -> tuple[float, float]:
     return cpu, booted + int(fields[19]) / TICKS
 
 
-def pods_cpu(node: Node, cgroups: Path = CPUACCT) -> float | None:
-    """CPU seconds every pod the node's kubelet ran has used (its cgroupRoot: `/` on the host,
-    `/<netns>` on the others; hack/node/kubelet.py)."""
+def pods_counter(node: Node, cgroups: Path = CPUACCT) -> float | None:
+    """CPU seconds every pod the node's kubelets ran has used (its cgroupRoot: `/` on the host,
+    `/<netns>` on the others; hack/node/kubelet.py), since the cgroup was made."""
     usage = cgroups / ("" if node.host else node.netns) / "kubepods" / "cpuacct.usage"
     try:
         return int(usage.read_text()) / 1e9
     except (OSError, ValueError):
         return None
+
+
+def pods_start_file(node: Node, pid_dir: Path) -> Path:
+    return pid_dir / f"pods-cpu-at-start@{node.name}"  # in `run`, which `down` removes
+
+
+def mark_pods_start(node: Node, cgroups: Path = CPUACCT, pid_dir: Path | None = None) -> None:
+    """Before the node's first kubelet start since `up`: what its pods' counter holds already."""
+    f = pods_start_file(node, pid_dir or run)
+    try:
+        if not f.exists():
+            f.parent.mkdir(parents=True, exist_ok=True)
+            f.write_text(str(pods_counter(node, cgroups) or 0.0))
+    except OSError as e:  # a figure of the table: never a reason for the node not to start
+        say(f"the pods' CPU counter of {node.name} was not noted: {e}")
+
+
+def pods_cpu(node: Node, cgroups: Path = CPUACCT, pid_dir: Path | None = None) -> float | None:
+    """CPU seconds the node's pods used since `up` (since the cgroup was made if no start was noted)."""
+    now = pods_counter(node, cgroups)
+    try:
+        before = float(pods_start_file(node, pid_dir or run).read_text())
+    except (OSError, ValueError):
+        before = 0.0
+    return None if now is None else max(now - before, 0.0)
 
 
 def lines(
@@ -72,7 +99,7 @@ def lines(
     procs.sort(key=lambda p: -p[3])
     kubelets = {p[0]: p for p in procs}
     for node in nodes if nodes is not None else [HOST_NODE, *EXTRA_NODES]:
-        cpu = pods_cpu(node, cgroups)
+        cpu = pods_cpu(node, cgroups, pid_dir)
         if cpu is None:
             continue
         kubelet = kubelets.get(node.proc("kubelet"))

@@ -76,3 +76,19 @@ def test_a_ledger_that_fails_says_so_and_down_goes_on(tmp_path, monkeypatch, cap
     ledger.record()
     assert "the node's CPU was not recorded: cpuacct" in capsys.readouterr().out
     assert not (tmp_path / "t.tsv").exists()
+
+
+def test_a_pods_counter_left_by_an_earlier_run_is_not_counted_again(tmp_path):
+    """A `kubepods` cgroup outlives `down`: the kubelet's first start after `up` notes its counter,
+    a restart does not note it again, and the line is what came after the first note."""
+    pids, cgroups = tmp_path / "run", tmp_path / "cpuacct"
+    usage = cgroups / "kubepods" / "cpuacct.usage"
+    usage.parent.mkdir(parents=True)
+    usage.write_text("1250000000000\n")  # 1250 s from the run before
+    ledger.mark_pods_start(HOST_NODE, cgroups, pids)
+    usage.write_text("1300000000000\n")
+    ledger.mark_pods_start(HOST_NODE, cgroups, pids)  # the kubelet restarted: the first note stays
+    usage.write_text("1312500000000\n")
+    assert ledger.pods_cpu(HOST_NODE, cgroups, pids) == 62.5
+    (line,) = [x for x in ledger.lines(pids, cgroups, [HOST_NODE]) if x[0].startswith("pods on")]
+    assert line[3] == 62.5
